@@ -1,0 +1,141 @@
+//! Everything that travels on the bus. Each message says what it is about with [`JobRef`]s
+//! (job id and attempt), so a stale or duplicated message can be recognised and ignored.
+//!
+//! Requests and replies carry several jobs where one piece of work serves them all (one compile
+//! for every shape that uses the same compile-time parameters; a batch of evaluations), so one
+//! broker message does the work of many without giving up per-job state changes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{Attempt, ConfigId, JobId, SessionId};
+use crate::outcome::{FailureKind, Outcome};
+use crate::params::Params;
+
+/// A job at a given attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct JobRef {
+    pub job: JobId,
+    pub attempt: Attempt,
+}
+
+/// Build one compile-time parameter set for every job listed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompileRequest {
+    pub session: SessionId,
+    pub step: String,
+    pub build_key: String,
+    pub compile_params: Params,
+    pub jobs: Vec<JobRef>,
+}
+
+/// One evaluation: a compiled candidate on one problem.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalItem {
+    pub job: JobRef,
+    pub config: ConfigId,
+    pub config_params: Params,
+    pub compile_params: Params,
+    pub run_params: Params,
+    /// Content hash of the compiled artifact in the store.
+    pub artifact: String,
+}
+
+/// Evaluate every item, in order, on the device that consumes the request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalRequest {
+    pub session: SessionId,
+    pub step: String,
+    pub items: Vec<EvalItem>,
+}
+
+/// The phase a notice is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    Compile,
+    Eval,
+}
+
+/// A compile's result for every job that shared it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompileReply {
+    pub session: SessionId,
+    pub jobs: Vec<JobRef>,
+    pub build_key: String,
+    /// The artifact's content hash, or why there is none.
+    pub result: Result<String, (FailureKind, String)>,
+    pub worker: String,
+    pub duration_ms: u64,
+}
+
+/// The outcomes of an evaluation request, one per item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalReply {
+    pub session: SessionId,
+    pub outcomes: Vec<(JobRef, Outcome)>,
+    pub worker: String,
+    pub device: String,
+}
+
+/// What workers send to the Scheduler on the results queue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ReplyBody {
+    /// Work on these jobs has started on `worker`; their leases are renewed.
+    Started {
+        phase: Phase,
+        jobs: Vec<JobRef>,
+        worker: String,
+    },
+    Compiled(CompileReply),
+    Evaluated(EvalReply),
+    /// The worker gives these jobs back without an outcome (shutting down, device unhealthy).
+    HandedBack {
+        phase: Phase,
+        jobs: Vec<JobRef>,
+        reason: String,
+        /// Whether the hand-back counts against the retry bound (a sick GPU does, a drain
+        /// does not).
+        count_retry: bool,
+    },
+}
+
+/// Health of one device, published by the GpuMonitor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceHealth {
+    pub host: String,
+    pub device: String,
+    pub healthy: bool,
+    pub detail: String,
+}
+
+/// Broadcast facts: nobody must receive them for the system to be correct.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    Health(DeviceHealth),
+    Progress {
+        session: SessionId,
+        done: u64,
+        total: u64,
+    },
+}
+
+/// Orders from operators, routed by host and actor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Control {
+    /// Stop consuming eval work on a device until resumed.
+    Pause { device: String },
+    Resume { device: String },
+    /// Finish in-flight work, take no more.
+    Drain,
+    /// Restart the named actor.
+    Restart { actor: String },
+}
+
+/// Every message kind that has a wire form.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Message {
+    Compile(CompileRequest),
+    Eval(EvalRequest),
+    Reply(ReplyBody),
+    Event(Event),
+    Control(Control),
+}

@@ -1,0 +1,105 @@
+//! Queue and exchange names: the one place they are spelled.
+//!
+//! Every name starts with the deployment's namespace, so several deployments and test runs share
+//! one broker without seeing each other's messages.
+
+use std::fmt;
+
+/// A namespace prefix such as `shoal` or `test-3f9a`. Only `[a-z0-9_-]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Namespace(String);
+
+impl Namespace {
+    pub fn new(name: &str) -> Result<Self, String> {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        {
+            return Err(format!(
+                "namespace `{name}` must be non-empty and use only a-z, 0-9, `_` and `-`"
+            ));
+        }
+        Ok(Namespace(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `<ns>.compile.<step>.<arch>`
+    pub fn compile_queue(&self, step: &str, arch: &str) -> String {
+        format!("{}.compile.{}.{}", self.0, sanitize(step), sanitize(arch))
+    }
+
+    /// `<ns>.eval.<step>.<arch>_<num_cu>`
+    pub fn eval_queue(&self, step: &str, arch: &str, num_cu: u32) -> String {
+        format!(
+            "{}.eval.{}.{}_{}",
+            self.0,
+            sanitize(step),
+            sanitize(arch),
+            num_cu
+        )
+    }
+
+    /// The one queue every worker replies on.
+    pub fn results_queue(&self) -> String {
+        format!("{}.results", self.0)
+    }
+
+    /// Where undeliverable and undecodable messages go, with their reason.
+    pub fn dead_letter_queue(&self) -> String {
+        format!("{}.dead", self.0)
+    }
+
+    /// Topic exchange for health and progress events.
+    pub fn events_topic(&self) -> String {
+        format!("{}.events", self.0)
+    }
+
+    /// Topic exchange for control messages, routed by `<host>.<actor>`.
+    pub fn control_topic(&self) -> String {
+        format!("{}.control", self.0)
+    }
+}
+
+impl fmt::Display for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Keeps a name component to characters every broker accepts; dots separate components.
+fn sanitize(part: &str) -> String {
+    part.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_wire_contract() {
+        let ns = Namespace::new("shoal").unwrap();
+        assert_eq!(
+            ns.compile_queue("miopen_perf_compile", "gfx90a"),
+            "shoal.compile.miopen_perf_compile.gfx90a"
+        );
+        assert_eq!(
+            ns.eval_queue("miopen_perf_eval", "gfx90a", 110),
+            "shoal.eval.miopen_perf_eval.gfx90a_110"
+        );
+        assert_eq!(ns.eval_queue("x", "a.b", 1), "shoal.eval.x.a_b_1");
+        assert!(Namespace::new("Bad Name").is_err());
+        assert!(Namespace::new("").is_err());
+    }
+}

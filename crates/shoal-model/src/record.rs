@@ -1,0 +1,156 @@
+//! The rows of the store as plain data: what is written (`New*`) and what is read back.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{Attempt, ConfigId, JobId, SessionId, SolverId};
+use crate::outcome::{FailureKind, Outcome};
+use crate::params::Params;
+use crate::state::JobState;
+
+/// A tuning campaign for one device kind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewSession {
+    /// Why the session exists ("nightly resnet50", "cpu-gemm example").
+    pub reason: String,
+    /// Routing architecture: `gfx90a`, `sm_90`, `x86_64` for the CPU.
+    pub arch: String,
+    /// Compute units, SMs, or CPU cores.
+    pub num_cu: u32,
+    /// `command` or `miopen`.
+    pub backend: String,
+    /// Backend-specific identity: for the command backend, the tuning spec's canonical text (so a
+    /// worker runs only the commands of the spec registered here, never a command it was sent).
+    pub spec: String,
+    /// Where the spec was read from (for resolving relative paths and for messages).
+    pub spec_path: String,
+    pub library_version: String,
+    pub driver_version: String,
+    /// How many infrastructure failures a job survives before it is marked errored.
+    pub max_retries: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: SessionId,
+    pub created_ms: i64,
+    #[serde(flatten)]
+    pub info: NewSession,
+}
+
+/// One problem. `key` is its canonical text and is unique across the store.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewConfig {
+    /// `shape` for the command backend, `conv` … for MIOpen.
+    pub kind: String,
+    pub key: String,
+    pub params: Params,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    pub id: ConfigId,
+    pub kind: String,
+    pub key: String,
+    pub params: Params,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewSolver {
+    pub name: String,
+    pub tunable: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Solver {
+    pub id: SolverId,
+    pub name: String,
+    pub tunable: bool,
+}
+
+/// A job to create. (session, config, solver, compile_step, eval_step, candidate) is unique, so
+/// loading the same jobs twice creates nothing new.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewJob {
+    pub session: SessionId,
+    pub config: ConfigId,
+    pub solver: SolverId,
+    pub compile_step: String,
+    pub eval_step: String,
+    pub compile_params: Params,
+    pub run_params: Params,
+    /// Identifies the build this job needs: jobs with equal keys share one compile.
+    pub build_key: String,
+}
+
+impl NewJob {
+    /// The canonical candidate key stored with the job (compile then run parameters).
+    pub fn candidate_key(&self) -> String {
+        candidate_key(&self.compile_params, &self.run_params)
+    }
+}
+
+/// `compile-params|run-params`, the text that makes a candidate unique within a problem.
+pub fn candidate_key(compile: &Params, run: &Params) -> String {
+    format!("{}|{}", compile.key(), run.key())
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: JobId,
+    pub session: SessionId,
+    pub config: ConfigId,
+    pub solver: SolverId,
+    pub compile_step: String,
+    pub eval_step: String,
+    pub compile_params: Params,
+    pub run_params: Params,
+    pub build_key: String,
+    pub state: JobState,
+    pub attempt: Attempt,
+    pub retries: u32,
+    pub lease_deadline_ms: Option<i64>,
+    pub worker: Option<String>,
+    pub artifact: Option<String>,
+    pub failure: Option<FailureKind>,
+    pub last_error: Option<String>,
+    pub updated_ms: i64,
+}
+
+impl Job {
+    pub fn job_ref(&self) -> crate::message::JobRef {
+        crate::message::JobRef {
+            job: self.id,
+            attempt: self.attempt,
+        }
+    }
+}
+
+/// One measurement or failure of one attempt. Never overwritten: a job may have several rows
+/// (one per attempt that produced an outcome), and the one whose attempt equals the job's final
+/// attempt is the job's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultRow {
+    pub job: JobId,
+    pub session: SessionId,
+    pub attempt: Attempt,
+    pub outcome: Outcome,
+    pub worker: String,
+    pub device: String,
+    pub created_ms: i64,
+}
+
+/// A job's final result joined with what it was about, for exports and reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FinalResult {
+    pub job: JobId,
+    pub config: ConfigId,
+    pub config_params: Params,
+    pub solver: String,
+    pub compile_params: Params,
+    pub run_params: Params,
+    pub state: JobState,
+    pub outcome: Option<Outcome>,
+    pub failure: Option<FailureKind>,
+    pub last_error: Option<String>,
+}

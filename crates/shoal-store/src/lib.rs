@@ -1,0 +1,151 @@
+//! The `Store`: where every session, config, solver, job, result and artifact lives. The store is
+//! the truth; the bus only carries work.
+//!
+//! One interface, several implementations ([`sqlite::SqliteStore`] for the embedded mode, MySQL for
+//! the cluster), all held to the same [`conformance`] suite, written once.
+//!
+//! **Architecture invariants:**
+//! - Every job state change goes through [`Store::apply`], a compare-and-set on (state, attempt);
+//!   a result row is written only in the same transaction as the state change it belongs to, and
+//!   only if that change applied. So a stale or duplicated reply changes nothing, and a job has
+//!   at most one result per attempt.
+//! - Values reach SQL only as bound parameters.
+//! - A batch either applies whole or not at all (one transaction).
+
+pub mod conformance;
+pub mod sqlite;
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use shoal_model::{
+    Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
+    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, Transition,
+};
+
+pub use sqlite::SqliteStore;
+
+/// Errors of a store. The message names what was being done; it never contains credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store: {context}: {source}")]
+    Backend {
+        context: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("store: {0}")]
+    Invalid(String),
+    #[error("store: schema version {found} is newer than this build knows ({known}); upgrade shoal")]
+    SchemaTooNew { found: u32, known: u32 },
+}
+
+impl StoreError {
+    pub fn backend(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Backend {
+            context: context.into(),
+            source: Box::new(source),
+        }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// One state change and what travels with it, applied atomically by [`Store::apply`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    pub transition: Transition,
+    /// Written only if the transition applied.
+    pub result: Option<ResultRow>,
+}
+
+impl From<Transition> for Change {
+    fn from(transition: Transition) -> Self {
+        Change {
+            transition,
+            result: None,
+        }
+    }
+}
+
+/// What a build produced for a build key in a session: an artifact, or a candidate fault.
+/// Recorded so jobs that need the same build later reuse it instead of compiling again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildRecord {
+    pub session: SessionId,
+    pub build_key: String,
+    pub result: std::result::Result<String, (FailureKind, String)>,
+}
+
+/// A batch of changes, applied in one transaction.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    pub changes: Vec<Change>,
+    pub builds: Vec<BuildRecord>,
+}
+
+/// The persistence interface every actor uses.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// A description for logs and errors: kind and location, never a password.
+    fn describe(&self) -> String;
+
+    /// Applies pending migrations from `schemas/`; returns the schema version now in force.
+    async fn migrate(&self) -> Result<u32>;
+
+    async fn create_session(&self, session: &NewSession) -> Result<SessionId>;
+    async fn session(&self, id: SessionId) -> Result<Option<Session>>;
+    async fn sessions(&self) -> Result<Vec<Session>>;
+    /// The newest session with exactly this identity (every field of `NewSession`), if any: how
+    /// a rerun of the same tuning finds the session to resume.
+    async fn find_session(&self, session: &NewSession) -> Result<Option<Session>>;
+
+    /// Inserts configs whose key is new, adds tags to all; returns each config's id and whether
+    /// it was created, in input order.
+    async fn upsert_configs(&self, configs: &[NewConfig]) -> Result<Vec<(ConfigId, bool)>>;
+    async fn config(&self, id: ConfigId) -> Result<Option<Config>>;
+    /// Configs carrying `tag`, in id order.
+    async fn configs_with_tag(&self, tag: &str) -> Result<Vec<Config>>;
+
+    /// Inserts solvers whose name is new; returns every solver's id in input order.
+    async fn upsert_solvers(&self, solvers: &[NewSolver]) -> Result<Vec<Solver>>;
+    async fn solvers(&self) -> Result<Vec<Solver>>;
+
+    /// Inserts jobs that do not exist yet (by session, config, solver, steps and candidate);
+    /// returns how many were created. Existing jobs are left exactly as they are.
+    async fn insert_jobs(&self, jobs: &[NewJob]) -> Result<u64>;
+    async fn job(&self, id: JobId) -> Result<Option<Job>>;
+    /// Up to `limit` jobs of a session in `state`, ordered by build key then id, so jobs that
+    /// share a build come together.
+    async fn jobs_in_state(
+        &self,
+        session: SessionId,
+        state: JobState,
+        limit: u32,
+    ) -> Result<Vec<Job>>;
+    /// Every job of a session that is in flight (queued, compiling, evaluating).
+    async fn in_flight(&self, session: SessionId) -> Result<Vec<Job>>;
+    /// In-flight jobs, of any session, whose lease deadline is before `now_ms`.
+    async fn expired_leases(&self, now_ms: i64, limit: u32) -> Result<Vec<Job>>;
+    /// Number of jobs of a session per state (states with no job are absent).
+    async fn state_counts(&self, session: SessionId) -> Result<BTreeMap<JobState, u64>>;
+
+    /// Applies a batch in one transaction; returns, per change, whether its compare-and-set
+    /// matched. A change that did not match writes nothing (not its result either).
+    async fn apply(&self, batch: &Batch) -> Result<Vec<bool>>;
+    /// What builds are known for these build keys of a session.
+    async fn builds(&self, session: SessionId, keys: &[String]) -> Result<Vec<BuildRecord>>;
+
+    /// Stores an artifact under its content hash; returns false if it was already there.
+    async fn put_artifact(&self, hash: &str, bytes: &[u8]) -> Result<bool>;
+    async fn artifact(&self, hash: &str) -> Result<Option<Vec<u8>>>;
+
+    /// Every result row of a job, oldest first.
+    async fn results(&self, job: JobId) -> Result<Vec<ResultRow>>;
+    /// Every job of a session with its final result (the result of its final attempt), in job
+    /// order.
+    async fn final_results(&self, session: SessionId) -> Result<Vec<FinalResult>>;
+}
