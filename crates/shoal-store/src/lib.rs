@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use shoal_model::{
     Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
-    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, Transition,
+    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, Transition, TransitionError,
 };
 
 pub use sqlite::SqliteStore;
@@ -36,7 +36,9 @@ pub enum StoreError {
     },
     #[error("store: {0}")]
     Invalid(String),
-    #[error("store: schema version {found} is newer than this build knows ({known}); upgrade shoal")]
+    #[error(
+        "store: schema version {found} is newer than this build knows ({known}); upgrade shoal"
+    )]
     SchemaTooNew { found: u32, known: u32 },
 }
 
@@ -71,6 +73,35 @@ impl From<Transition> for Change {
     }
 }
 
+impl Change {
+    /// Checks the change before anything is written: the edge must be one of the state machine,
+    /// and a result must belong to this job and to the attempt the job has after the change
+    /// (any other attempt would be invisible to [`Store::final_results`]).
+    pub fn validate(&self) -> Result<()> {
+        let t = &self.transition;
+        if !t.from.can_move_to(t.to) {
+            let e = TransitionError::IllegalEdge {
+                job: t.job,
+                from: t.from,
+                to: t.to,
+            };
+            return Err(StoreError::Invalid(e.to_string()));
+        }
+        if let Some(r) = &self.result {
+            if r.job != t.job || r.attempt != t.next_attempt() {
+                return Err(StoreError::Invalid(format!(
+                    "job {} attempt {}: the result carried with it is for job {} attempt {}",
+                    t.job,
+                    t.next_attempt(),
+                    r.job,
+                    r.attempt
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a build produced for a build key in a session: an artifact, or a candidate fault.
 /// Recorded so jobs that need the same build later reuse it instead of compiling again.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +116,14 @@ pub struct BuildRecord {
 pub struct Batch {
     pub changes: Vec<Change>,
     pub builds: Vec<BuildRecord>,
+}
+
+impl Batch {
+    /// Validates every change ([`Change::validate`]). Every [`Store::apply`] calls this before
+    /// touching the database, so a batch with one bad change is rejected whole.
+    pub fn validate(&self) -> Result<()> {
+        self.changes.iter().try_for_each(Change::validate)
+    }
 }
 
 /// The persistence interface every actor uses.

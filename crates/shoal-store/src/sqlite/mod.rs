@@ -1,0 +1,316 @@
+//! [`SqliteStore`]: the [`Store`] of the embedded mode, one SQLite file (rusqlite, bundled).
+//!
+//! Why it looks the way it does:
+//! - **One connection behind a mutex, used from tokio's blocking pool.** SQLite calls block (disk
+//!   I/O, fsync, `busy_timeout` waits). The actors run on one actix thread, so a blocking call
+//!   there would stall every actor; each operation therefore runs in `spawn_blocking`. SQLite
+//!   allows one writer at a time anyway, so one connection costs no write throughput, and it
+//!   keeps one prepared-statement cache warm.
+//! - **WAL with `synchronous=NORMAL`.** A committed transaction survives a crash (SIGKILL) of the
+//!   process; only a power loss can drop the last commits, which a rerun redoes (every change
+//!   is a compare-and-set). Readers in other processes (`shoal status`) do not block the writer.
+//! - **Migrations are explicit.** [`SqliteStore::open`] never changes the schema; `shoal db
+//!   migrate` (or the embedded start-up) calls [`Store::migrate`]. A file written by a newer
+//!   build is refused with [`StoreError::SchemaTooNew`] rather than misread.
+//!
+//! The SQL lives in [`queries`], row conversions in [`rows`], the operations in [`ops`].
+
+mod ops;
+mod queries;
+mod rows;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, TransactionBehavior};
+use shoal_model::{
+    Config, ConfigId, FinalResult, Job, JobId, JobState, NewConfig, NewJob, NewSession, NewSolver,
+    ResultRow, Session, SessionId, Solver,
+};
+
+use crate::{Batch, BuildRecord, Result, Store, StoreError};
+use ops::Ctx;
+
+/// The migrations this build knows, in order: (version, SQL). Never edit a released one.
+const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../../../schemas/sqlite/0001_init.sql"))];
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+/// How long a statement waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Enough for every statement in [`queries`] (rusqlite's default is 16).
+const STATEMENT_CACHE: usize = 64;
+
+/// Milliseconds since the Unix epoch, the unit of every timestamp in the store.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The SQLite store. Cheap to clone: clones share the one connection.
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    location: String,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path`. Does not migrate.
+    pub fn open(path: &Path) -> Result<Self> {
+        let location = path.display().to_string();
+        let conn = Connection::open(path).ctx(&format!("opening {location}"))?;
+        Self::configure(conn, location)
+    }
+
+    /// A private in-memory database, for tests. Does not migrate.
+    pub fn open_in_memory() -> Result<Self> {
+        let conn = Connection::open_in_memory().ctx("opening an in-memory database")?;
+        Self::configure(conn, ":memory:".to_string())
+    }
+
+    fn configure(conn: Connection, location: String) -> Result<Self> {
+        let what = format!("configuring {location}");
+        conn.busy_timeout(BUSY_TIMEOUT).ctx(&what)?;
+        // `journal_mode` answers with the mode in force (`memory` for an in-memory database).
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .ctx(&what)?;
+        tracing::debug!(%location, journal_mode = %mode, "sqlite store opened");
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .ctx(&what)?;
+        conn.pragma_update(None, "foreign_keys", true).ctx(&what)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            location,
+        })
+    }
+
+    /// The schema version recorded in the database (0 for a database never migrated).
+    pub async fn schema_version(&self) -> Result<u32> {
+        self.run("reading the schema version", |conn| {
+            let what = "reading the schema version";
+            let has: i64 = conn
+                .query_row(queries::HAS_SCHEMA_VERSION, [], |r| r.get(0))
+                .ctx(what)?;
+            if has == 0 {
+                return Ok(0);
+            }
+            conn.query_row(queries::SCHEMA_VERSION, [], |r| r.get(0))
+                .ctx(what)
+        })
+        .await
+    }
+
+    /// Runs `f` with the connection on tokio's blocking pool.
+    ///
+    /// A panic inside `f` poisons the mutex, but the connection is still sound: an open
+    /// transaction was rolled back when its guard dropped during the unwind. So the poison is
+    /// cleared rather than turning one bug into a store that fails forever.
+    async fn run<T, F>(&self, what: &'static str, f: F) -> Result<T>
+    where
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| StoreError::backend(what, e))?
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<u32> {
+    let what = "migrating the schema";
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .ctx(what)?;
+    tx.execute_batch(queries::CREATE_SCHEMA_VERSION).ctx(what)?;
+    let found: u32 = tx
+        .query_row(queries::SCHEMA_VERSION, [], |r| r.get(0))
+        .ctx(what)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+        let what = format!("applying migration {version}");
+        tx.execute_batch(sql).ctx(&what)?;
+        tx.execute(queries::INSERT_SCHEMA_VERSION, (version, now_ms()))
+            .ctx(&what)?;
+        tracing::info!(version, "applied sqlite migration");
+    }
+    tx.commit().ctx(what)?;
+    Ok(SCHEMA_VERSION)
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn describe(&self) -> String {
+        format!("sqlite:{}", self.location)
+    }
+
+    async fn migrate(&self) -> Result<u32> {
+        self.run("migrating the schema", migrate).await
+    }
+
+    async fn create_session(&self, session: &NewSession) -> Result<SessionId> {
+        let s = session.clone();
+        self.run("creating a session", move |c| {
+            ops::create_session(c, &s, now_ms())
+        })
+        .await
+    }
+
+    async fn session(&self, id: SessionId) -> Result<Option<Session>> {
+        self.run("reading a session", move |c| ops::session(c, id))
+            .await
+    }
+
+    async fn sessions(&self) -> Result<Vec<Session>> {
+        self.run("listing sessions", |c| ops::sessions(c)).await
+    }
+
+    async fn find_session(&self, session: &NewSession) -> Result<Option<Session>> {
+        let s = session.clone();
+        self.run("finding a session", move |c| ops::find_session(c, &s))
+            .await
+    }
+
+    async fn upsert_configs(&self, configs: &[NewConfig]) -> Result<Vec<(ConfigId, bool)>> {
+        let configs = configs.to_vec();
+        self.run("upserting configs", move |c| {
+            ops::upsert_configs(c, &configs)
+        })
+        .await
+    }
+
+    async fn config(&self, id: ConfigId) -> Result<Option<Config>> {
+        self.run("reading a config", move |c| ops::config(c, id))
+            .await
+    }
+
+    async fn configs_with_tag(&self, tag: &str) -> Result<Vec<Config>> {
+        let tag = tag.to_string();
+        self.run("listing configs by tag", move |c| {
+            ops::configs_with_tag(c, &tag)
+        })
+        .await
+    }
+
+    async fn upsert_solvers(&self, solvers: &[NewSolver]) -> Result<Vec<Solver>> {
+        let solvers = solvers.to_vec();
+        self.run("upserting solvers", move |c| {
+            ops::upsert_solvers(c, &solvers)
+        })
+        .await
+    }
+
+    async fn solvers(&self) -> Result<Vec<Solver>> {
+        self.run("listing solvers", |c| ops::solvers(c)).await
+    }
+
+    async fn insert_jobs(&self, jobs: &[NewJob]) -> Result<u64> {
+        let jobs = jobs.to_vec();
+        self.run("inserting jobs", move |c| {
+            ops::insert_jobs(c, &jobs, now_ms())
+        })
+        .await
+    }
+
+    async fn job(&self, id: JobId) -> Result<Option<Job>> {
+        self.run("reading a job", move |c| ops::job(c, id)).await
+    }
+
+    async fn jobs_in_state(
+        &self,
+        session: SessionId,
+        state: JobState,
+        limit: u32,
+    ) -> Result<Vec<Job>> {
+        self.run("listing jobs by state", move |c| {
+            ops::jobs_in_state(c, session, state, limit)
+        })
+        .await
+    }
+
+    async fn in_flight(&self, session: SessionId) -> Result<Vec<Job>> {
+        self.run("listing in-flight jobs", move |c| {
+            ops::in_flight(c, session)
+        })
+        .await
+    }
+
+    async fn expired_leases(&self, now_ms: i64, limit: u32) -> Result<Vec<Job>> {
+        self.run("listing expired leases", move |c| {
+            ops::expired_leases(c, now_ms, limit)
+        })
+        .await
+    }
+
+    async fn state_counts(&self, session: SessionId) -> Result<BTreeMap<JobState, u64>> {
+        self.run("counting jobs by state", move |c| {
+            ops::state_counts(c, session)
+        })
+        .await
+    }
+
+    async fn apply(&self, batch: &Batch) -> Result<Vec<bool>> {
+        let batch = batch.clone();
+        self.run("applying a batch", move |c| ops::apply(c, &batch, now_ms()))
+            .await
+    }
+
+    async fn builds(&self, session: SessionId, keys: &[String]) -> Result<Vec<BuildRecord>> {
+        let keys = keys.to_vec();
+        self.run("reading builds", move |c| ops::builds(c, session, &keys))
+            .await
+    }
+
+    async fn put_artifact(&self, hash: &str, bytes: &[u8]) -> Result<bool> {
+        let (hash, bytes) = (hash.to_string(), bytes.to_vec());
+        self.run("storing an artifact", move |c| {
+            ops::put_artifact(c, &hash, &bytes, now_ms())
+        })
+        .await
+    }
+
+    async fn artifact(&self, hash: &str) -> Result<Option<Vec<u8>>> {
+        let hash = hash.to_string();
+        self.run("reading an artifact", move |c| ops::artifact(c, &hash))
+            .await
+    }
+
+    async fn results(&self, job: JobId) -> Result<Vec<ResultRow>> {
+        self.run("reading results", move |c| ops::results(c, job))
+            .await
+    }
+
+    async fn final_results(&self, session: SessionId) -> Result<Vec<FinalResult>> {
+        self.run("reading final results", move |c| {
+            ops::final_results(c, session)
+        })
+        .await
+    }
+}

@@ -1,0 +1,422 @@
+//! The store's operations as plain synchronous functions on a `rusqlite::Connection`.
+//!
+//! [`super::SqliteStore`] runs each of them on tokio's blocking pool while holding the connection
+//! lock; keeping them free of async and of the lock makes each one a straight transaction that
+//! reads top to bottom. Every write that touches more than one row runs in one `IMMEDIATE`
+//! transaction: it takes the write lock up front, so a second process on the same file waits on
+//! `busy_timeout` instead of failing half-way with `SQLITE_BUSY` on lock upgrade.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use shoal_model::{
+    Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
+    NewSession, NewSolver, ResultRow, Session, SessionId, Solver,
+};
+
+use super::queries as q;
+use super::rows::{self, outcome_columns, to_json};
+use crate::{Batch, BuildRecord, Result, StoreError};
+
+/// Adds what was being done to a rusqlite error.
+pub(crate) trait Ctx<T> {
+    fn ctx(self, what: &str) -> Result<T>;
+}
+
+impl<T> Ctx<T> for rusqlite::Result<T> {
+    fn ctx(self, what: &str) -> Result<T> {
+        self.map_err(|e| StoreError::backend(what, e))
+    }
+}
+
+fn begin<'c>(conn: &'c mut Connection, what: &str) -> Result<rusqlite::Transaction<'c>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+        .ctx(what)
+}
+
+/// The in-flight state names, bound into `IN (...)`; derived from the model so the store never
+/// disagrees with the state machine about what "in flight" means.
+fn in_flight_states() -> [&'static str; 4] {
+    let mut names = JobState::ALL
+        .into_iter()
+        .filter(|s| s.is_in_flight())
+        .map(JobState::as_str);
+    let mut next = || names.next().expect("four in-flight states");
+    [next(), next(), next(), next()]
+}
+
+pub(crate) fn create_session(conn: &Connection, s: &NewSession, now: i64) -> Result<SessionId> {
+    let what = "creating a session";
+    conn.prepare_cached(q::INSERT_SESSION)
+        .and_then(|mut st| {
+            st.execute(params![
+                s.reason,
+                s.arch,
+                s.num_cu,
+                s.backend,
+                s.spec,
+                s.spec_path,
+                s.library_version,
+                s.driver_version,
+                s.max_retries,
+                now
+            ])
+        })
+        .ctx(what)?;
+    Ok(SessionId(conn.last_insert_rowid()))
+}
+
+pub(crate) fn session(conn: &Connection, id: SessionId) -> Result<Option<Session>> {
+    conn.prepare_cached(q::SESSION)
+        .and_then(|mut st| st.query_row([id.0], rows::session).optional())
+        .ctx("reading a session")
+}
+
+pub(crate) fn sessions(conn: &Connection) -> Result<Vec<Session>> {
+    conn.prepare_cached(q::SESSIONS)
+        .and_then(|mut st| st.query_map([], rows::session)?.collect())
+        .ctx("listing sessions")
+}
+
+pub(crate) fn find_session(conn: &Connection, s: &NewSession) -> Result<Option<Session>> {
+    conn.prepare_cached(q::FIND_SESSION)
+        .and_then(|mut st| {
+            st.query_row(
+                params![
+                    s.reason,
+                    s.arch,
+                    s.num_cu,
+                    s.backend,
+                    s.spec,
+                    s.spec_path,
+                    s.library_version,
+                    s.driver_version,
+                    s.max_retries
+                ],
+                rows::session,
+            )
+            .optional()
+        })
+        .ctx("finding a session")
+}
+
+pub(crate) fn upsert_configs(
+    conn: &mut Connection,
+    configs: &[NewConfig],
+) -> Result<Vec<(ConfigId, bool)>> {
+    let what = "upserting configs";
+    let tx = begin(conn, what)?;
+    let mut out = Vec::with_capacity(configs.len());
+    {
+        let mut insert = tx.prepare_cached(q::INSERT_CONFIG).ctx(what)?;
+        let mut id_of = tx.prepare_cached(q::CONFIG_ID_BY_KEY).ctx(what)?;
+        let mut tag = tx.prepare_cached(q::INSERT_CONFIG_TAG).ctx(what)?;
+        for c in configs {
+            let params = to_json("config params", &c.params)?;
+            let created = insert.execute(params![c.kind, c.key, params]).ctx(what)? == 1;
+            let id: i64 = id_of.query_row([&c.key], |r| r.get(0)).ctx(what)?;
+            for t in &c.tags {
+                tag.execute(params![id, t]).ctx(what)?;
+            }
+            out.push((ConfigId(id), created));
+        }
+    }
+    tx.commit().ctx(what)?;
+    Ok(out)
+}
+
+pub(crate) fn config(conn: &Connection, id: ConfigId) -> Result<Option<Config>> {
+    conn.prepare_cached(q::CONFIG)
+        .and_then(|mut st| st.query_row([id.0], rows::config).optional())
+        .ctx("reading a config")
+}
+
+pub(crate) fn configs_with_tag(conn: &Connection, tag: &str) -> Result<Vec<Config>> {
+    conn.prepare_cached(q::CONFIGS_WITH_TAG)
+        .and_then(|mut st| st.query_map([tag], rows::config)?.collect())
+        .ctx("listing configs by tag")
+}
+
+pub(crate) fn upsert_solvers(conn: &mut Connection, solvers: &[NewSolver]) -> Result<Vec<Solver>> {
+    let what = "upserting solvers";
+    let tx = begin(conn, what)?;
+    let mut out = Vec::with_capacity(solvers.len());
+    {
+        let mut insert = tx.prepare_cached(q::INSERT_SOLVER).ctx(what)?;
+        let mut by_name = tx.prepare_cached(q::SOLVER_BY_NAME).ctx(what)?;
+        for s in solvers {
+            insert.execute(params![s.name, s.tunable]).ctx(what)?;
+            out.push(by_name.query_row([&s.name], rows::solver).ctx(what)?);
+        }
+    }
+    tx.commit().ctx(what)?;
+    Ok(out)
+}
+
+pub(crate) fn solvers(conn: &Connection) -> Result<Vec<Solver>> {
+    conn.prepare_cached(q::SOLVERS)
+        .and_then(|mut st| st.query_map([], rows::solver)?.collect())
+        .ctx("listing solvers")
+}
+
+pub(crate) fn insert_jobs(conn: &mut Connection, jobs: &[NewJob], now: i64) -> Result<u64> {
+    let what = "inserting jobs";
+    let tx = begin(conn, what)?;
+    let mut created = 0u64;
+    {
+        let mut insert = tx.prepare_cached(q::INSERT_JOB).ctx(what)?;
+        for j in jobs {
+            let n = insert
+                .execute(params![
+                    j.session.0,
+                    j.config.0,
+                    j.solver.0,
+                    j.compile_step,
+                    j.eval_step,
+                    to_json("compile params", &j.compile_params)?,
+                    to_json("run params", &j.run_params)?,
+                    j.candidate_key(),
+                    j.build_key,
+                    JobState::New.as_str(),
+                    now
+                ])
+                .ctx(what)?;
+            created += n as u64;
+        }
+    }
+    tx.commit().ctx(what)?;
+    Ok(created)
+}
+
+pub(crate) fn job(conn: &Connection, id: JobId) -> Result<Option<Job>> {
+    conn.prepare_cached(q::JOB)
+        .and_then(|mut st| st.query_row([id.0], rows::job).optional())
+        .ctx("reading a job")
+}
+
+pub(crate) fn jobs_in_state(
+    conn: &Connection,
+    session: SessionId,
+    state: JobState,
+    limit: u32,
+) -> Result<Vec<Job>> {
+    conn.prepare_cached(q::JOBS_IN_STATE)
+        .and_then(|mut st| {
+            st.query_map(params![session.0, state.as_str(), limit], rows::job)?
+                .collect()
+        })
+        .ctx("listing jobs by state")
+}
+
+pub(crate) fn in_flight(conn: &Connection, session: SessionId) -> Result<Vec<Job>> {
+    let [a, b, c, d] = in_flight_states();
+    conn.prepare_cached(q::IN_FLIGHT)
+        .and_then(|mut st| {
+            st.query_map(params![session.0, a, b, c, d], rows::job)?
+                .collect()
+        })
+        .ctx("listing in-flight jobs")
+}
+
+pub(crate) fn expired_leases(conn: &Connection, now_ms: i64, limit: u32) -> Result<Vec<Job>> {
+    let [a, b, c, d] = in_flight_states();
+    conn.prepare_cached(q::EXPIRED_LEASES)
+        .and_then(|mut st| {
+            st.query_map(params![a, b, c, d, now_ms, limit], rows::job)?
+                .collect()
+        })
+        .ctx("listing expired leases")
+}
+
+pub(crate) fn state_counts(
+    conn: &Connection,
+    session: SessionId,
+) -> Result<BTreeMap<JobState, u64>> {
+    let what = "counting jobs by state";
+    let mut st = conn.prepare_cached(q::STATE_COUNTS).ctx(what)?;
+    let pairs = st
+        .query_map([session.0], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        })
+        .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+        .ctx(what)?;
+    pairs
+        .into_iter()
+        .map(|(state, n)| {
+            let state = state.parse().map_err(StoreError::Invalid)?;
+            Ok((state, n.max(0) as u64))
+        })
+        .collect()
+}
+
+/// The six per-state timestamp parameters of `CAS_UPDATE`: `now` in the column of the state
+/// entered, NULL (keep) in the others. Entering `new` (a retry) stamps nothing.
+fn timestamps(to: JobState, now: i64) -> [Option<i64>; 6] {
+    let mut ts = [None; 6];
+    let slot = match to {
+        JobState::New => None,
+        JobState::CompileQueued => Some(0),
+        JobState::Compiling => Some(1),
+        JobState::Compiled => Some(2),
+        JobState::EvalQueued => Some(3),
+        JobState::Evaluating => Some(4),
+        JobState::Evaluated | JobState::Errored | JobState::NotApplicable => Some(5),
+    };
+    if let Some(i) = slot {
+        ts[i] = Some(now);
+    }
+    ts
+}
+
+fn insert_result(st: &mut rusqlite::CachedStatement<'_>, r: &ResultRow) -> Result<()> {
+    let o = outcome_columns(&r.outcome)?;
+    st.execute(params![
+        r.job.0,
+        r.session.0,
+        r.attempt,
+        o.status,
+        o.time_us,
+        o.samples,
+        o.workspace,
+        o.detail,
+        r.worker,
+        r.device,
+        r.created_ms
+    ])
+    .ctx("recording a result")?;
+    Ok(())
+}
+
+fn build_columns(b: &BuildRecord) -> (Option<&str>, Option<&'static str>, Option<&str>) {
+    match &b.result {
+        Ok(artifact) => (Some(artifact.as_str()), None, None),
+        Err((kind, detail)) => (None, Some(kind.as_str()), Some(detail.as_str())),
+    }
+}
+
+pub(crate) fn apply(conn: &mut Connection, batch: &Batch, now: i64) -> Result<Vec<bool>> {
+    batch.validate()?;
+    let what = "applying a batch";
+    let tx = begin(conn, what)?;
+    let mut applied = Vec::with_capacity(batch.changes.len());
+    {
+        let mut cas = tx.prepare_cached(q::CAS_UPDATE).ctx(what)?;
+        let mut result = tx.prepare_cached(q::INSERT_RESULT).ctx(what)?;
+        for change in &batch.changes {
+            let t = &change.transition;
+            let [ts0, ts1, ts2, ts3, ts4, ts5] = timestamps(t.to, now);
+            let (kind, error) = match &t.failure {
+                Some((k, e)) => (Some(k.as_str()), Some(e.as_str())),
+                None => (None, None),
+            };
+            let rows = cas
+                .execute(params![
+                    t.to.as_str(),
+                    t.next_attempt(),
+                    i64::from(t.count_retry),
+                    t.lease_deadline_ms,
+                    t.worker,
+                    t.artifact,
+                    kind,
+                    error,
+                    now,
+                    ts0,
+                    ts1,
+                    ts2,
+                    ts3,
+                    ts4,
+                    ts5,
+                    t.job.0,
+                    t.from.as_str(),
+                    t.attempt
+                ])
+                .ctx(what)?;
+            let ok = rows == 1;
+            if ok {
+                if let Some(r) = &change.result {
+                    insert_result(&mut result, r)?;
+                }
+            }
+            applied.push(ok);
+        }
+        let mut build = tx.prepare_cached(q::UPSERT_BUILD).ctx(what)?;
+        for b in &batch.builds {
+            let (artifact, kind, detail) = build_columns(b);
+            build
+                .execute(params![b.session.0, b.build_key, artifact, kind, detail])
+                .ctx("recording a build")?;
+        }
+    }
+    tx.commit().ctx(what)?;
+    Ok(applied)
+}
+
+pub(crate) fn builds(
+    conn: &Connection,
+    session: SessionId,
+    keys: &[String],
+) -> Result<Vec<BuildRecord>> {
+    let what = "reading builds";
+    let mut st = conn.prepare_cached(q::BUILD).ctx(what)?;
+    let mut out = Vec::new();
+    for key in keys {
+        let row = st
+            .query_row(params![session.0, key], |r| {
+                Ok((
+                    r.get::<_, Option<String>>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                ))
+            })
+            .optional()
+            .ctx(what)?;
+        let Some((artifact, kind, detail)) = row else {
+            continue;
+        };
+        let result = match (artifact, kind) {
+            (Some(a), _) => Ok(a),
+            (None, Some(k)) => {
+                let k: FailureKind = k.parse().map_err(StoreError::Invalid)?;
+                Err((k, detail.unwrap_or_default()))
+            }
+            (None, None) => {
+                return Err(StoreError::Invalid(format!(
+                    "build `{key}` of session {session} has neither artifact nor failure"
+                )))
+            }
+        };
+        out.push(BuildRecord {
+            session,
+            build_key: key.clone(),
+            result,
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) fn put_artifact(conn: &Connection, hash: &str, bytes: &[u8], now: i64) -> Result<bool> {
+    let size = rows::to_i64("artifact size", bytes.len() as u64)?;
+    let n = conn
+        .prepare_cached(q::INSERT_ARTIFACT)
+        .and_then(|mut st| st.execute(params![hash, bytes, size, now]))
+        .ctx("storing an artifact")?;
+    Ok(n == 1)
+}
+
+pub(crate) fn artifact(conn: &Connection, hash: &str) -> Result<Option<Vec<u8>>> {
+    conn.prepare_cached(q::ARTIFACT)
+        .and_then(|mut st| st.query_row([hash], |r| r.get(0)).optional())
+        .ctx("reading an artifact")
+}
+
+pub(crate) fn results(conn: &Connection, job: JobId) -> Result<Vec<ResultRow>> {
+    conn.prepare_cached(q::RESULTS)
+        .and_then(|mut st| st.query_map([job.0], rows::result)?.collect())
+        .ctx("reading results")
+}
+
+pub(crate) fn final_results(conn: &Connection, session: SessionId) -> Result<Vec<FinalResult>> {
+    conn.prepare_cached(q::FINAL_RESULTS)
+        .and_then(|mut st| st.query_map([session.0], rows::final_result)?.collect())
+        .ctx("reading final results")
+}

@@ -1,0 +1,165 @@
+//! Every SQL statement of [`super::SqliteStore`], as constants in one place.
+//!
+//! Why constants: values reach SQL only as bound parameters (`?N`), never by formatting, and a
+//! fixed text lets `prepare_cached` reuse the compiled statement. Keeping them together also lets
+//! a test run `EXPLAIN QUERY PLAN` over the hot ones ([`HOT`]) and fail when one of them stops
+//! using an index, which is how the brief's "every hot query is indexed" stays true.
+//!
+//! The column lists that several queries share are macros, not constants, because `concat!`
+//! only accepts literals.
+
+/// The columns [`super::rows::job`] reads, in its order.
+macro_rules! job_columns {
+    () => {
+        "id, session_id, config_id, solver_id, compile_step, eval_step, compile_params, \
+         run_params, build_key, state, attempt, retries, lease_deadline_ms, worker, artifact, \
+         failure_kind, last_error, updated_ms"
+    };
+}
+
+/// The columns [`super::rows::session`] reads, in its order.
+macro_rules! session_columns {
+    () => {
+        "id, created_ms, reason, arch, num_cu, backend, spec, spec_path, library_version, \
+         driver_version, max_retries"
+    };
+}
+
+// ---- schema -------------------------------------------------------------------------------
+
+pub(crate) const CREATE_SCHEMA_VERSION: &str = "CREATE TABLE IF NOT EXISTS schema_version (\
+     version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)";
+pub(crate) const HAS_SCHEMA_VERSION: &str =
+    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'";
+pub(crate) const SCHEMA_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_version";
+pub(crate) const INSERT_SCHEMA_VERSION: &str =
+    "INSERT INTO schema_version (version, applied_ms) VALUES (?1, ?2)";
+
+// ---- sessions -----------------------------------------------------------------------------
+
+pub(crate) const INSERT_SESSION: &str = "INSERT INTO session (reason, arch, num_cu, backend, \
+     spec, spec_path, library_version, driver_version, max_retries, created_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+pub(crate) const SESSION: &str =
+    concat!("SELECT ", session_columns!(), " FROM session WHERE id = ?1");
+pub(crate) const SESSIONS: &str =
+    concat!("SELECT ", session_columns!(), " FROM session ORDER BY id");
+pub(crate) const FIND_SESSION: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM session WHERE reason = ?1 AND arch = ?2 AND num_cu = ?3 AND backend = ?4 \
+     AND spec = ?5 AND spec_path = ?6 AND library_version = ?7 AND driver_version = ?8 \
+     AND max_retries = ?9 ORDER BY created_ms DESC, id DESC LIMIT 1"
+);
+
+// ---- configs and solvers ------------------------------------------------------------------
+
+pub(crate) const INSERT_CONFIG: &str =
+    "INSERT OR IGNORE INTO config (kind, key, params) VALUES (?1, ?2, ?3)";
+pub(crate) const CONFIG_ID_BY_KEY: &str = "SELECT id FROM config WHERE key = ?1";
+pub(crate) const INSERT_CONFIG_TAG: &str =
+    "INSERT OR IGNORE INTO config_tag (config_id, tag) VALUES (?1, ?2)";
+pub(crate) const CONFIG: &str = "SELECT id, kind, key, params FROM config WHERE id = ?1";
+pub(crate) const CONFIGS_WITH_TAG: &str = "SELECT c.id, c.kind, c.key, c.params \
+     FROM config_tag t JOIN config c ON c.id = t.config_id \
+     WHERE t.tag = ?1 ORDER BY t.config_id";
+
+pub(crate) const INSERT_SOLVER: &str =
+    "INSERT OR IGNORE INTO solver (name, tunable) VALUES (?1, ?2)";
+pub(crate) const SOLVER_BY_NAME: &str = "SELECT id, name, tunable FROM solver WHERE name = ?1";
+pub(crate) const SOLVERS: &str = "SELECT id, name, tunable FROM solver ORDER BY id";
+
+// ---- jobs ---------------------------------------------------------------------------------
+
+pub(crate) const INSERT_JOB: &str = "INSERT OR IGNORE INTO job (session_id, config_id, \
+     solver_id, compile_step, eval_step, compile_params, run_params, candidate_key, build_key, \
+     state, created_ms, updated_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)";
+pub(crate) const JOB: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?1");
+
+/// Hot: the Scheduler's claim query. `job_by_state` answers it without a sort step.
+pub(crate) const JOBS_IN_STATE: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM job WHERE session_id = ?1 AND state = ?2 ORDER BY build_key, id LIMIT ?3"
+);
+
+/// Hot: `?2..?5` are the four in-flight state names (bound, from `JobState::is_in_flight`).
+pub(crate) const IN_FLIGHT: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM job WHERE session_id = ?1 AND state IN (?2, ?3, ?4, ?5) ORDER BY id"
+);
+
+/// Hot: the lease sweep, across sessions. `?1..?4` are the in-flight state names.
+pub(crate) const EXPIRED_LEASES: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM job WHERE state IN (?1, ?2, ?3, ?4) AND lease_deadline_ms < ?5 \
+     ORDER BY lease_deadline_ms, id LIMIT ?6"
+);
+
+/// Hot: progress reports. Covered by `job_by_state`.
+pub(crate) const STATE_COUNTS: &str =
+    "SELECT state, COUNT(*) FROM job WHERE session_id = ?1 GROUP BY state";
+
+/// Hot: the compare-and-set behind every state change. `?10..?15` are the per-state timestamps;
+/// exactly the one of the state entered is non-NULL, the others keep their value.
+pub(crate) const CAS_UPDATE: &str = "UPDATE job SET state = ?1, attempt = ?2, \
+     retries = retries + ?3, lease_deadline_ms = ?4, worker = ?5, \
+     artifact = COALESCE(?6, artifact), failure_kind = ?7, last_error = ?8, updated_ms = ?9, \
+     compile_queued_ms = COALESCE(?10, compile_queued_ms), \
+     compiling_ms = COALESCE(?11, compiling_ms), \
+     compiled_ms = COALESCE(?12, compiled_ms), \
+     eval_queued_ms = COALESCE(?13, eval_queued_ms), \
+     evaluating_ms = COALESCE(?14, evaluating_ms), \
+     finished_ms = COALESCE(?15, finished_ms) \
+     WHERE id = ?16 AND state = ?17 AND attempt = ?18";
+
+// ---- results, builds, artifacts -----------------------------------------------------------
+
+/// A plain INSERT on purpose: the compare-and-set already guarantees one row per
+/// (job, attempt), so a duplicate is a bug that must fail the batch, not vanish.
+pub(crate) const INSERT_RESULT: &str = "INSERT INTO result (job_id, session_id, attempt, \
+     status, time_us, samples, workspace, detail, worker, device, created_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+pub(crate) const RESULTS: &str = "SELECT job_id, session_id, attempt, worker, device, \
+     created_ms, status, time_us, samples, workspace, detail \
+     FROM result WHERE job_id = ?1 ORDER BY attempt, id";
+
+/// Hot: exports and reports. The result of a job is the row of its final attempt.
+pub(crate) const FINAL_RESULTS: &str = "SELECT j.id, j.config_id, c.params, s.name, \
+     j.compile_params, j.run_params, j.state, j.failure_kind, j.last_error, \
+     r.status, r.time_us, r.samples, r.workspace, r.detail \
+     FROM job j \
+     JOIN config c ON c.id = j.config_id \
+     JOIN solver s ON s.id = j.solver_id \
+     LEFT JOIN result r ON r.job_id = j.id AND r.attempt = j.attempt \
+     WHERE j.session_id = ?1 ORDER BY j.id";
+
+pub(crate) const UPSERT_BUILD: &str = "INSERT OR REPLACE INTO build (session_id, build_key, \
+     artifact, failure_kind, detail) VALUES (?1, ?2, ?3, ?4, ?5)";
+/// Hot: before compiling, the Scheduler asks which builds already exist.
+pub(crate) const BUILD: &str = "SELECT artifact, failure_kind, detail FROM build \
+     WHERE session_id = ?1 AND build_key = ?2";
+
+pub(crate) const INSERT_ARTIFACT: &str = "INSERT OR IGNORE INTO artifact (hash, bytes, size, \
+     created_ms) VALUES (?1, ?2, ?3, ?4)";
+pub(crate) const ARTIFACT: &str = "SELECT bytes FROM artifact WHERE hash = ?1";
+
+/// The queries on hot paths, by name, for the query-plan test.
+#[cfg(test)]
+pub(crate) const HOT: &[(&str, &str)] = &[
+    ("jobs_in_state", JOBS_IN_STATE),
+    ("in_flight", IN_FLIGHT),
+    ("expired_leases", EXPIRED_LEASES),
+    ("state_counts", STATE_COUNTS),
+    ("cas_update", CAS_UPDATE),
+    ("final_results", FINAL_RESULTS),
+    ("builds", BUILD),
+    ("job", JOB),
+    ("results", RESULTS),
+    ("configs_with_tag", CONFIGS_WITH_TAG),
+    ("config_id_by_key", CONFIG_ID_BY_KEY),
+    ("artifact", ARTIFACT),
+];

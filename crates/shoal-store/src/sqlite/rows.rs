@@ -1,0 +1,200 @@
+//! Conversions between SQLite rows and the domain types of `shoal_model`.
+//!
+//! The database stores names, not Rust discriminants: a state is `compile_queued`, a failure is
+//! `build_failed`, a measured result has status `ok`. So the file stays readable with the
+//! `sqlite3` shell, and reordering an enum never corrupts old rows. Anything that does not parse
+//! back is reported as a conversion error naming the column, never silently defaulted.
+
+use std::str::FromStr;
+
+use rusqlite::types::Type;
+use rusqlite::{Error, Row};
+use serde::de::DeserializeOwned;
+use shoal_model::{
+    Config, ConfigId, FailureKind, FinalResult, Job, JobId, Measurement, NewSession, Outcome,
+    ResultRow, Session, SessionId, Solver, SolverId,
+};
+
+use crate::{Result, StoreError};
+
+/// The `status` of a result row that holds a measurement; any other status is a failure kind.
+pub(crate) const STATUS_OK: &str = "ok";
+
+/// Serialises a value stored as JSON text (parameters, samples).
+pub(crate) fn to_json<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::backend(what, e))
+}
+
+/// Converts an unsigned count to SQLite's signed integer, refusing what does not fit.
+pub(crate) fn to_i64(what: &str, value: u64) -> Result<i64> {
+    i64::try_from(value).map_err(|_| StoreError::Invalid(format!("{what}: {value} is too large")))
+}
+
+fn conversion(idx: usize, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+    Error::FromSqlConversionFailure(idx, Type::Text, e.into())
+}
+
+fn json<T: DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    serde_json::from_str(&text).map_err(|e| conversion(idx, e))
+}
+
+fn parsed<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    text.parse().map_err(|e: String| conversion(idx, e))
+}
+
+fn opt_parsed<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<T>> {
+    let text: Option<String> = row.get(idx)?;
+    text.map(|t| t.parse().map_err(|e: String| conversion(idx, e)))
+        .transpose()
+}
+
+/// Reads the columns of `queries::job_columns!`.
+pub(crate) fn job(row: &Row<'_>) -> rusqlite::Result<Job> {
+    Ok(Job {
+        id: JobId(row.get(0)?),
+        session: SessionId(row.get(1)?),
+        config: ConfigId(row.get(2)?),
+        solver: SolverId(row.get(3)?),
+        compile_step: row.get(4)?,
+        eval_step: row.get(5)?,
+        compile_params: json(row, 6)?,
+        run_params: json(row, 7)?,
+        build_key: row.get(8)?,
+        state: parsed(row, 9)?,
+        attempt: row.get(10)?,
+        retries: row.get(11)?,
+        lease_deadline_ms: row.get(12)?,
+        worker: row.get(13)?,
+        artifact: row.get(14)?,
+        failure: opt_parsed(row, 15)?,
+        last_error: row.get(16)?,
+        updated_ms: row.get(17)?,
+    })
+}
+
+/// Reads the columns of `queries::session_columns!`.
+pub(crate) fn session(row: &Row<'_>) -> rusqlite::Result<Session> {
+    Ok(Session {
+        id: SessionId(row.get(0)?),
+        created_ms: row.get(1)?,
+        info: NewSession {
+            reason: row.get(2)?,
+            arch: row.get(3)?,
+            num_cu: row.get(4)?,
+            backend: row.get(5)?,
+            spec: row.get(6)?,
+            spec_path: row.get(7)?,
+            library_version: row.get(8)?,
+            driver_version: row.get(9)?,
+            max_retries: row.get(10)?,
+        },
+    })
+}
+
+/// Reads `id, kind, key, params`.
+pub(crate) fn config(row: &Row<'_>) -> rusqlite::Result<Config> {
+    Ok(Config {
+        id: ConfigId(row.get(0)?),
+        kind: row.get(1)?,
+        key: row.get(2)?,
+        params: json(row, 3)?,
+    })
+}
+
+/// Reads `id, name, tunable`.
+pub(crate) fn solver(row: &Row<'_>) -> rusqlite::Result<Solver> {
+    Ok(Solver {
+        id: SolverId(row.get(0)?),
+        name: row.get(1)?,
+        tunable: row.get(2)?,
+    })
+}
+
+/// Reads the columns of `queries::RESULTS`.
+pub(crate) fn result(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
+    let outcome = outcome(row, 6)?.ok_or_else(|| conversion(6, "result row without a status"))?;
+    Ok(ResultRow {
+        job: JobId(row.get(0)?),
+        session: SessionId(row.get(1)?),
+        attempt: row.get(2)?,
+        worker: row.get(3)?,
+        device: row.get(4)?,
+        created_ms: row.get(5)?,
+        outcome,
+    })
+}
+
+/// Reads the columns of `queries::FINAL_RESULTS`.
+pub(crate) fn final_result(row: &Row<'_>) -> rusqlite::Result<FinalResult> {
+    Ok(FinalResult {
+        job: JobId(row.get(0)?),
+        config: ConfigId(row.get(1)?),
+        config_params: json(row, 2)?,
+        solver: row.get(3)?,
+        compile_params: json(row, 4)?,
+        run_params: json(row, 5)?,
+        state: parsed(row, 6)?,
+        failure: opt_parsed(row, 7)?,
+        last_error: row.get(8)?,
+        outcome: outcome(row, 9)?,
+    })
+}
+
+/// How an [`Outcome`] is spread over the result columns.
+pub(crate) struct OutcomeColumns {
+    pub status: &'static str,
+    pub time_us: Option<f64>,
+    pub samples: Option<String>,
+    pub workspace: Option<i64>,
+    pub detail: Option<String>,
+}
+
+pub(crate) fn outcome_columns(outcome: &Outcome) -> Result<OutcomeColumns> {
+    Ok(match outcome {
+        Outcome::Measured(m) => OutcomeColumns {
+            status: STATUS_OK,
+            time_us: Some(m.time_us),
+            samples: Some(to_json("result samples", &m.samples_us)?),
+            workspace: Some(to_i64("result workspace", m.workspace)?),
+            detail: None,
+        },
+        Outcome::Failed { kind, detail } => OutcomeColumns {
+            status: kind.as_str(),
+            time_us: None,
+            samples: None,
+            workspace: None,
+            detail: Some(detail.clone()),
+        },
+    })
+}
+
+/// Reads `status, time_us, samples, workspace, detail` starting at column `base`; a NULL status
+/// (no result row on the outer side of a LEFT JOIN) is `None`.
+///
+/// SQLite stores a NaN REAL as NULL and serde_json writes NaN as `null`, so both read back as
+/// NaN rather than making the row unreadable.
+pub(crate) fn outcome(row: &Row<'_>, base: usize) -> rusqlite::Result<Option<Outcome>> {
+    let Some(status) = row.get::<_, Option<String>>(base)? else {
+        return Ok(None);
+    };
+    if status == STATUS_OK {
+        let time_us: Option<f64> = row.get(base + 1)?;
+        let samples: Vec<Option<f64>> = json(row, base + 2)?;
+        let workspace: i64 = row.get(base + 3)?;
+        let workspace = u64::try_from(workspace).map_err(|e| conversion(base + 3, e))?;
+        Ok(Some(Outcome::Measured(Measurement {
+            time_us: time_us.unwrap_or(f64::NAN),
+            samples_us: samples.into_iter().map(|s| s.unwrap_or(f64::NAN)).collect(),
+            workspace,
+        })))
+    } else {
+        let kind: FailureKind = status.parse().map_err(|e: String| conversion(base, e))?;
+        let detail: Option<String> = row.get(base + 4)?;
+        Ok(Some(Outcome::Failed {
+            kind,
+            detail: detail.unwrap_or_default(),
+        }))
+    }
+}
