@@ -1,1 +1,21 @@
+//! Backends: the code that turns a candidate into an artifact (the compile step) and an
+//! artifact into a measurement or a failure of a named kind (the eval step).
+//!
+//! This crate does the work; the actors in `shoal-actors` decide when. Nothing here knows
+//! about the bus or the store: a backend step takes plain values from `shoal-model` and returns
+//! plain values, and every fault of the tuned code comes back as a
+//! [`FailureKind`](shoal_model::FailureKind) so that the tuning goes on.
+//!
+//! - [`process`] — the only place that starts child processes: own process group, timeout,
+//!   group kill on timeout, on exit and on drop, bounded output.
+//! - [`expr`] — the integer expression language of constraint rules and FLOP counts.
+//! - [`spec`] — the tuning spec of the command backend (TOML): parsing, validation with
+//!   file:line:field errors, candidate enumeration, build identity.
+//! - [`command`] — the command backend's two steps: [`command::build`] (one artifact per
+//!   compile-time parameter set, content-addressed and compressed) and [`command::evaluate`]
+//!   (warm-up and timed runs of one candidate on one shape).
 
+pub mod command;
+pub mod expr;
+pub mod process;
+pub mod spec;

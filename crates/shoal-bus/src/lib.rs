@@ -17,6 +17,10 @@
 pub mod conformance;
 pub mod memory;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use async_trait::async_trait;
 use shoal_model::queue::Namespace;
 
@@ -63,15 +67,45 @@ pub enum Settlement {
 pub trait Settle: Send {
     /// Called exactly once: with the chosen settlement, or with `Requeue` when the delivery is
     /// dropped unsettled.
-    fn settle(self: Box<Self>, how: Settlement) -> futures_lite::BoxedSettleFuture;
+    fn settle(self: Box<Self>, how: Settlement) -> SettleFuture;
 }
 
-/// Futures used by [`Settle`], kept in one place.
-pub mod futures_lite {
-    use std::future::Future;
-    use std::pin::Pin;
+/// What [`Settle::settle`] returns: either already finished (the memory bus settles
+/// synchronously inside `settle`, without allocating) or still running (a network round trip).
+///
+/// A settlement that is already finished is what lets a [`Delivery`] dropped unsettled be
+/// requeued at once, deterministically, from `Drop`, with or without a runtime.
+#[must_use = "await the settlement to learn whether it succeeded"]
+pub struct SettleFuture(SettleState);
 
-    pub type BoxedSettleFuture = Pin<Box<dyn Future<Output = super::Result<()>> + Send>>;
+enum SettleState {
+    Ready(Option<Result<()>>),
+    Running(Pin<Box<dyn Future<Output = Result<()>> + Send>>),
+}
+
+impl SettleFuture {
+    /// A settlement that has already happened, with this outcome.
+    pub fn ready(result: Result<()>) -> Self {
+        SettleFuture(SettleState::Ready(Some(result)))
+    }
+
+    /// A settlement that finishes when `fut` does.
+    pub fn new(fut: impl Future<Output = Result<()>> + Send + 'static) -> Self {
+        SettleFuture(SettleState::Running(Box::pin(fut)))
+    }
+}
+
+impl Future for SettleFuture {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        match &mut self.0 {
+            SettleState::Ready(result) => {
+                Poll::Ready(result.take().expect("SettleFuture polled after completion"))
+            }
+            SettleState::Running(fut) => fut.as_mut().poll(cx),
+        }
+    }
 }
 
 /// One message handed to a consumer.
@@ -142,20 +176,31 @@ impl Drop for Delivery {
     }
 }
 
-/// Runs a settle future from `Drop`: on the current tokio runtime if there is one; the memory
-/// bus's futures complete on first poll, so they also work without one.
-fn drop_settle(fut: futures_lite::BoxedSettleFuture) {
-    if let Ok(handle) = tokio::runtime::Handle::try_current() {
-        handle.spawn(async move {
-            if let Err(e) = fut.await {
-                tracing::warn!(error = %e, "requeue of a dropped delivery failed");
+/// Runs a settle future from `Drop`. It is polled once right here, so a settlement that finishes
+/// at once (the memory bus) happens before `drop` returns; one still running goes on as a task on
+/// the current tokio runtime, if there is one.
+fn drop_settle(mut fut: SettleFuture) {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    match Pin::new(&mut fut).poll(&mut cx) {
+        Poll::Ready(result) => log_drop_requeue(result),
+        Poll::Pending => match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move { log_drop_requeue(fut.await) });
             }
-        });
-    } else {
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        let mut fut = fut;
-        let _ = fut.as_mut().poll(&mut cx);
+            Err(_) => tracing::warn!(
+                "a delivery dropped outside a tokio runtime could not be requeued; \
+                 the broker redelivers it when the connection closes"
+            ),
+        },
+    }
+}
+
+fn log_drop_requeue(result: Result<()>) {
+    match result {
+        Ok(()) => {}
+        // Shutting down: the broker (or nobody, in memory) takes the message back anyway.
+        Err(BusError::Closed) => tracing::debug!("dropped delivery not requeued: bus closed"),
+        Err(e) => tracing::warn!(error = %e, "requeue of a dropped delivery failed"),
     }
 }
 
@@ -163,6 +208,9 @@ fn drop_settle(fut: futures_lite::BoxedSettleFuture) {
 #[async_trait]
 pub trait Consumer: Send {
     /// The next delivery; `None` once the consumer or the bus is closed.
+    ///
+    /// Cancel-safe: dropping the future before it finishes (a `select!` branch that lost, a
+    /// timeout) loses no message.
     async fn next(&mut self) -> Option<Result<Delivery>>;
 }
 
@@ -171,7 +219,8 @@ pub trait Consumer: Send {
 pub trait Bus: Send + Sync + 'static {
     fn namespace(&self) -> &Namespace;
 
-    /// Declares a queue (idempotent). Names come from [`Namespace`].
+    /// Declares a queue (idempotent). Names come from [`Namespace`]. The namespace's dead-letter
+    /// queue always exists; declaring it changes nothing.
     async fn declare_queue(&self, name: &str, options: &QueueOptions) -> Result<()>;
 
     /// Publishes messages to a queue; returns once the bus has taken responsibility for all.
@@ -195,19 +244,27 @@ pub trait Bus: Send + Sync + 'static {
 }
 
 /// Whether an AMQP topic pattern matches a routing key (`*` = one word, `#` = zero or more).
+/// Words are separated by `.`; it allocates nothing.
 pub fn topic_matches(pattern: &str, key: &str) -> bool {
-    fn go(p: &[&str], k: &[&str]) -> bool {
-        match (p.first(), k.first()) {
+    /// The first word and what follows it; `None` when no words are left.
+    fn split(words: Option<&str>) -> Option<(&str, Option<&str>)> {
+        words.map(|w| match w.split_once('.') {
+            Some((first, rest)) => (first, Some(rest)),
+            None => (w, None),
+        })
+    }
+    fn go(p: Option<&str>, k: Option<&str>) -> bool {
+        match (split(p), split(k)) {
             (None, None) => true,
-            (Some(&"#"), _) => go(&p[1..], k) || (!k.is_empty() && go(p, &k[1..])),
-            (Some(&"*"), Some(_)) => go(&p[1..], &k[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &k[1..]),
+            (Some(("#", p_rest)), k_words) => {
+                go(p_rest, k) || k_words.is_some_and(|(_, k_rest)| go(p, k_rest))
+            }
+            (Some(("*", p_rest)), Some((_, k_rest))) => go(p_rest, k_rest),
+            (Some((a, p_rest)), Some((b, k_rest))) if a == b => go(p_rest, k_rest),
             _ => false,
         }
     }
-    let p: Vec<&str> = pattern.split('.').collect();
-    let k: Vec<&str> = key.split('.').collect();
-    go(&p, &k)
+    go(Some(pattern), Some(key))
 }
 
 #[cfg(test)]
@@ -223,5 +280,11 @@ mod tests {
         assert!(topic_matches("a.#.z", "a.z"));
         assert!(topic_matches("a.#.z", "a.b.c.z"));
         assert!(!topic_matches("a.*", "a.b.c"));
+        assert!(topic_matches("a.#", "a"));
+        assert!(topic_matches("#.z", "z"));
+        assert!(!topic_matches("a.#.z", "a.b.c"));
+        assert!(!topic_matches("host2.x", "host1.x"));
+        assert!(topic_matches("host2.x", "host2.x"));
+        assert!(!topic_matches("*", "a.b"));
     }
 }

@@ -1,1 +1,32 @@
-fn main() {}
+//! `shoal`: the command line. A thin layer over the crates: it parses arguments, opens the store
+//! and the bus, starts actors, and prints. Every decision about jobs lives below it.
+//!
+//! **Architecture invariant:** only this crate uses `anyhow`, reads the process environment for
+//! settings, installs signal handlers and writes to the terminal.
+
+mod cli;
+mod load;
+mod logging;
+mod signals;
+mod tune;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    if let Err(e) = logging::init(cli.log_format) {
+        eprintln!("shoal: {e}");
+        return ExitCode::from(2);
+    }
+    let system = actix::System::new();
+    let result = system.block_on(cli::run(cli));
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("shoal: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

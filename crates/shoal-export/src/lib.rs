@@ -1,1 +1,350 @@
+//! Turning a session's results into what people and programs read: the tuned table (best
+//! candidate per problem) as CSV (aiter style) and JSON, and a text table for the terminal.
+//!
+//! Pure functions over [`FinalResult`]s: the Exporter actor reads the store and writes the files;
+//! the decisions about what "best" means and what the columns are live here, once.
 
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+use shoal_model::{ConfigId, FailureKind, FinalResult, JobState, Outcome, Params};
+
+/// What the table is about: the device and the columns.
+pub struct TableContext<'a> {
+    pub arch: &'a str,
+    pub num_cu: u32,
+    pub shape_columns: &'a [String],
+    /// FLOPs of one run of a problem, when the spec says how to count them.
+    pub flops: &'a dyn Fn(&Params) -> Option<f64>,
+}
+
+/// The best candidate of one problem, with what was learned about the rest.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TunedRow {
+    pub arch: String,
+    pub num_cu: u32,
+    pub config: ConfigId,
+    pub shape: Params,
+    pub solver: String,
+    /// The winning compile-time then run-time parameters; `None` when no candidate was valid.
+    pub best: Option<Params>,
+    pub time_us: Option<f64>,
+    pub gflops: Option<f64>,
+    /// Time of the slowest valid candidate, to show what tuning bought.
+    pub slowest_valid_us: Option<f64>,
+    pub candidates: u32,
+    pub valid: u32,
+    /// Candidates that ended in each failure kind.
+    pub failures: BTreeMap<String, u32>,
+    /// Candidates not finished yet.
+    pub pending: u32,
+}
+
+impl TunedRow {
+    /// Slowest valid over best: how much the choice of parameters matters for this problem.
+    pub fn speedup(&self) -> Option<f64> {
+        Some(self.slowest_valid_us? / self.time_us?)
+    }
+}
+
+/// One row per problem, in config order: the valid candidate with the least time wins (ties go
+/// to the lower job id, so the choice is stable).
+pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedRow> {
+    let mut by_config: BTreeMap<ConfigId, Vec<&FinalResult>> = BTreeMap::new();
+    for r in results {
+        by_config.entry(r.config).or_default().push(r);
+    }
+    by_config
+        .into_values()
+        .map(|rs| {
+            let first = rs[0];
+            let mut row = TunedRow {
+                arch: ctx.arch.to_string(),
+                num_cu: ctx.num_cu,
+                config: first.config,
+                shape: first.config_params.clone(),
+                solver: first.solver.clone(),
+                best: None,
+                time_us: None,
+                gflops: None,
+                slowest_valid_us: None,
+                candidates: rs.len() as u32,
+                valid: 0,
+                failures: BTreeMap::new(),
+                pending: 0,
+            };
+            for r in &rs {
+                match (&r.state, &r.outcome) {
+                    (JobState::Evaluated, Some(Outcome::Measured(m))) => {
+                        row.valid += 1;
+                        if row.time_us.is_none_or(|t| m.time_us < t) {
+                            row.time_us = Some(m.time_us);
+                            row.best = Some(r.compile_params.chain(&r.run_params));
+                        }
+                        if row.slowest_valid_us.is_none_or(|t| m.time_us > t) {
+                            row.slowest_valid_us = Some(m.time_us);
+                        }
+                    }
+                    (s, _) if s.is_terminal() => {
+                        let kind = r
+                            .failure
+                            .map(|k| k.as_str().to_string())
+                            .or_else(|| match &r.outcome {
+                                Some(Outcome::Failed { kind, .. }) => Some(kind.to_string()),
+                                _ => None,
+                            })
+                            .unwrap_or_else(|| s.as_str().to_string());
+                        *row.failures.entry(kind).or_default() += 1;
+                    }
+                    _ => row.pending += 1,
+                }
+            }
+            row.gflops = match (row.time_us, (ctx.flops)(&row.shape)) {
+                (Some(t), Some(f)) if t > 0.0 => Some(f / (t * 1e3)),
+                _ => None,
+            };
+            row
+        })
+        .collect()
+}
+
+/// Names of the winning-parameter columns: the union over rows, in first-seen order.
+fn param_columns(rows: &[TunedRow]) -> Vec<String> {
+    let mut cols: Vec<String> = Vec::new();
+    for r in rows {
+        if let Some(best) = &r.best {
+            for n in best.names() {
+                if !cols.iter().any(|c| c == n) {
+                    cols.push(n.to_string());
+                }
+            }
+        }
+    }
+    cols
+}
+
+/// Writes the tuned table as CSV: `arch,cu_num,<shape…>,<params…>,us,gflops,speedup`. Problems
+/// with no valid candidate are left out (as aiter does); they are in the JSON with their failures.
+pub fn write_csv(
+    ctx: &TableContext<'_>,
+    rows: &[TunedRow],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let params = param_columns(rows);
+    let mut w = csv::Writer::from_writer(out);
+    let mut header: Vec<String> = vec!["arch".into(), "cu_num".into()];
+    header.extend(ctx.shape_columns.iter().cloned());
+    header.extend(params.iter().cloned());
+    header.extend(["us".into(), "gflops".into(), "speedup".into()]);
+    w.write_record(&header)?;
+    for r in rows {
+        let Some(best) = &r.best else { continue };
+        let mut rec: Vec<String> = vec![r.arch.clone(), r.num_cu.to_string()];
+        for c in ctx.shape_columns {
+            rec.push(r.shape.get(c).unwrap_or("").to_string());
+        }
+        for p in &params {
+            rec.push(best.get(p).unwrap_or("").to_string());
+        }
+        rec.push(format!("{:.3}", r.time_us.unwrap_or(f64::NAN)));
+        rec.push(r.gflops.map(|g| format!("{g:.3}")).unwrap_or_default());
+        rec.push(r.speedup().map(|s| format!("{s:.2}")).unwrap_or_default());
+        w.write_record(&rec)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Writes every row (failures and pending counts included) as pretty JSON.
+pub fn write_json(rows: &[TunedRow], out: &mut dyn Write) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, rows)?;
+    out.write_all(b"\n")
+}
+
+/// Writes `tuned.csv` and `tuned.json` into `dir` (created if missing); returns their paths.
+pub fn write_files(
+    ctx: &TableContext<'_>,
+    rows: &[TunedRow],
+    dir: &Path,
+) -> std::io::Result<(std::path::PathBuf, std::path::PathBuf)> {
+    std::fs::create_dir_all(dir)?;
+    let csv_path = dir.join("tuned.csv");
+    let json_path = dir.join("tuned.json");
+    write_atomically(&csv_path, |f| write_csv(ctx, rows, f))?;
+    write_atomically(&json_path, |f| write_json(rows, f))?;
+    Ok((csv_path, json_path))
+}
+
+/// Writes to a temporary file beside `path` and renames it, so a reader never sees half a file.
+fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut f)?;
+        f.flush()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// A terminal table of the winners, in the spirit of tune.py's summary: one line per problem.
+pub fn render_table(ctx: &TableContext<'_>, rows: &[TunedRow]) -> String {
+    let params = param_columns(rows);
+    let mut header: Vec<String> = ctx.shape_columns.to_vec();
+    header.extend(params.iter().cloned());
+    header.extend(
+        ["time (us)", "GFLOP/s", "x slowest", "valid", "failed"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let mut lines: Vec<Vec<String>> = vec![header];
+    for r in rows {
+        let mut l: Vec<String> = ctx
+            .shape_columns
+            .iter()
+            .map(|c| r.shape.get(c).unwrap_or("").to_string())
+            .collect();
+        for p in &params {
+            l.push(
+                r.best
+                    .as_ref()
+                    .and_then(|b| b.get(p))
+                    .unwrap_or("-")
+                    .to_string(),
+            );
+        }
+        l.push(r.time_us.map(|t| format!("{t:.1}")).unwrap_or("-".into()));
+        l.push(r.gflops.map(|g| format!("{g:.2}")).unwrap_or("-".into()));
+        l.push(r.speedup().map(|s| format!("{s:.1}")).unwrap_or("-".into()));
+        l.push(format!("{}/{}", r.valid, r.candidates));
+        l.push(if r.failures.is_empty() {
+            "0".into()
+        } else {
+            r.failures
+                .iter()
+                .map(|(k, n)| format!("{k}:{n}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        lines.push(l);
+    }
+    let widths: Vec<usize> = (0..lines[0].len())
+        .map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (n, l) in lines.iter().enumerate() {
+        let cells: Vec<String> = l
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+        if n == 0 {
+            out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Counts of final failure kinds over a session, for summaries.
+pub fn failure_counts(results: &[FinalResult]) -> BTreeMap<FailureKind, u32> {
+    let mut m = BTreeMap::new();
+    for r in results {
+        if let Some(k) = r.failure {
+            *m.entry(k).or_default() += 1;
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_model::{JobId, Measurement};
+
+    fn params(pairs: &[(&str, &str)]) -> Params {
+        let mut p = Params::new();
+        for (n, v) in pairs {
+            p.push(*n, *v);
+        }
+        p
+    }
+
+    fn result(
+        job: i64,
+        cfg: i64,
+        bm: &str,
+        t: Option<f64>,
+        fail: Option<FailureKind>,
+    ) -> FinalResult {
+        FinalResult {
+            job: JobId(job),
+            config: ConfigId(cfg),
+            config_params: params(&[("M", &(cfg * 100).to_string()), ("N", "64")]),
+            solver: "gemm".into(),
+            compile_params: params(&[("BM", bm)]),
+            run_params: Params::new(),
+            state: if t.is_some() {
+                JobState::Evaluated
+            } else if fail.is_some() {
+                JobState::Errored
+            } else {
+                JobState::Compiled
+            },
+            outcome: t.map(|t| {
+                Outcome::Measured(Measurement {
+                    time_us: t,
+                    samples_us: vec![t],
+                    workspace: 0,
+                })
+            }),
+            failure: fail,
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn best_is_the_fastest_valid_candidate_per_problem() {
+        let cols = vec!["M".to_string(), "N".to_string()];
+        let flops = |p: &Params| Some(2.0 * p.get_i64("M")? as f64 * p.get_i64("N")? as f64);
+        let ctx = TableContext {
+            arch: "x86_64",
+            num_cu: 2,
+            shape_columns: &cols,
+            flops: &flops,
+        };
+        let results = vec![
+            result(1, 1, "16", Some(40.0), None),
+            result(2, 1, "32", Some(10.0), None),
+            result(3, 1, "64", None, Some(FailureKind::Crashed)),
+            result(4, 2, "16", None, Some(FailureKind::WrongAnswer)),
+            result(5, 2, "32", None, None),
+        ];
+        let rows = tuned_rows(&ctx, &results);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].best.as_ref().unwrap().get("BM"), Some("32"));
+        assert_eq!(rows[0].time_us, Some(10.0));
+        assert_eq!(rows[0].speedup(), Some(4.0));
+        assert_eq!(rows[0].failures.get("crashed"), Some(&1));
+        // 2*100*64 flops in 10 us = 1.28 GFLOP/s
+        assert!((rows[0].gflops.unwrap() - 1.28).abs() < 1e-9);
+        assert_eq!(rows[1].best, None);
+        assert_eq!(rows[1].pending, 1);
+
+        let mut csv = Vec::new();
+        write_csv(&ctx, &rows, &mut csv).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        assert_eq!(
+            csv,
+            "arch,cu_num,M,N,BM,us,gflops,speedup\nx86_64,2,100,64,32,10.000,1.280,4.00\n"
+        );
+        let table = render_table(&ctx, &rows);
+        assert!(table.contains("wrong_answer:1"), "{table}");
+    }
+}

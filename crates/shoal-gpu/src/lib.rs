@@ -1,1 +1,258 @@
+//! Device discovery and health probes for the GpuMonitor.
+//!
+//! What is here reads files only (`/proc/cpuinfo`, the amdgpu KFD topology under `/sys`), so it
+//! builds and runs on every machine; GPU vendor libraries (NVML, HIP) come in behind run-time
+//! loading or cargo features and report "no device" cleanly where they are absent.
+//!
+//! Devices are named for routing the way MIOpen names AMD GPUs: an architecture string (`gfx90a`,
+//! `sm_90`, or the CPU's `x86_64`) and a compute-unit count (CUs, SMs, or CPU cores). Eval queues
+//! are split by exactly that pair.
 
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of processor evaluates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeviceKind {
+    Cpu,
+    AmdGpu,
+    NvidiaGpu,
+}
+
+/// One device that can evaluate candidates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Device {
+    /// Stable name on this host: `cpu`, `amdgpu0`, `nvidia0`.
+    pub id: String,
+    pub kind: DeviceKind,
+    /// Marketing or model name, for people.
+    pub name: String,
+    /// Routing architecture.
+    pub arch: String,
+    /// Compute units (AMD), SMs (NVIDIA) or logical CPU cores.
+    pub num_cu: u32,
+    pub memory_bytes: u64,
+    /// Index to put in `HIP_VISIBLE_DEVICES` / `CUDA_VISIBLE_DEVICES`; `None` for the CPU.
+    pub visible_index: Option<u32>,
+}
+
+/// Result of one health probe.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    pub healthy: bool,
+    pub detail: String,
+    pub temperature_c: Option<f64>,
+    pub busy_percent: Option<f64>,
+}
+
+/// Where to read system files from; tests point it at a fixture tree.
+#[derive(Clone, Debug)]
+pub struct SystemRoot(pub PathBuf);
+
+impl Default for SystemRoot {
+    fn default() -> Self {
+        SystemRoot(PathBuf::from("/"))
+    }
+}
+
+impl SystemRoot {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.0.join(rel.trim_start_matches('/'))
+    }
+}
+
+/// Every device this host can evaluate on: the CPU always, then the GPUs found.
+pub fn discover(root: &SystemRoot) -> Vec<Device> {
+    let mut devices = vec![cpu_device(root)];
+    devices.extend(amd_gpus(root));
+    devices
+}
+
+/// The CPU as a device. Its architecture is the machine architecture (`x86_64`, `aarch64`).
+pub fn cpu_device(root: &SystemRoot) -> Device {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    let cpuinfo = std::fs::read_to_string(root.path("/proc/cpuinfo")).unwrap_or_default();
+    let name = cpuinfo
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "model name").then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "cpu".to_string());
+    let memory_bytes = std::fs::read_to_string(root.path("/proc/meminfo"))
+        .ok()
+        .and_then(|m| {
+            m.lines().find_map(|l| {
+                let rest = l.strip_prefix("MemTotal:")?;
+                let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+                Some(kb * 1024)
+            })
+        })
+        .unwrap_or(0);
+    Device {
+        id: "cpu".into(),
+        kind: DeviceKind::Cpu,
+        name,
+        arch: std::env::consts::ARCH.to_string(),
+        num_cu: cores,
+        memory_bytes,
+        visible_index: None,
+    }
+}
+
+/// AMD GPUs from the KFD topology (`/sys/class/kfd/kfd/topology/nodes/N/properties`), which the
+/// amdgpu driver provides without ROCm. CPU nodes (no SIMDs) are skipped.
+pub fn amd_gpus(root: &SystemRoot) -> Vec<Device> {
+    let nodes = root.path("/sys/class/kfd/kfd/topology/nodes");
+    let Ok(entries) = std::fs::read_dir(&nodes) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<(u32, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+        .collect();
+    dirs.sort();
+    let mut out = Vec::new();
+    for (_, dir) in dirs {
+        let Some(dev) = parse_kfd_node(&dir, out.len() as u32) else {
+            continue;
+        };
+        out.push(dev);
+    }
+    out
+}
+
+fn parse_kfd_node(dir: &Path, index: u32) -> Option<Device> {
+    let props = std::fs::read_to_string(dir.join("properties")).ok()?;
+    let get = |key: &str| -> Option<u64> {
+        props.lines().find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next()? == key).then(|| it.next()?.parse().ok())?
+        })
+    };
+    let simd_count = get("simd_count")?;
+    if simd_count == 0 {
+        return None;
+    }
+    let simd_per_cu = get("simd_per_cu").unwrap_or(4).max(1);
+    let gfx = get("gfx_target_version").unwrap_or(0);
+    let name = std::fs::read_to_string(dir.join("name"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "amdgpu".into());
+    Some(Device {
+        id: format!("amdgpu{index}"),
+        kind: DeviceKind::AmdGpu,
+        name,
+        arch: gfx_name(gfx),
+        num_cu: (simd_count / simd_per_cu) as u32,
+        memory_bytes: 0,
+        visible_index: Some(index),
+    })
+}
+
+/// `gfx_target_version` 90010 → `gfx90a`, 90008 → `gfx908`, 110000 → `gfx1100`: major, then
+/// minor and stepping as hex digits, as LLVM names AMD targets.
+pub fn gfx_name(version: u64) -> String {
+    let major = version / 10000;
+    let minor = (version / 100) % 100;
+    let step = version % 100;
+    format!("gfx{major}{minor:x}{step:x}")
+}
+
+/// Probes a device. The CPU is healthy when its load leaves room to time on it; an AMD GPU is
+/// healthy while its sysfs node answers.
+pub fn probe(root: &SystemRoot, device: &Device) -> Health {
+    match device.kind {
+        DeviceKind::Cpu => {
+            let load = std::fs::read_to_string(root.path("/proc/loadavg"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
+            Health {
+                healthy: true,
+                detail: match load {
+                    Some(l) => format!("load average {l:.2}"),
+                    None => "load average unknown".into(),
+                },
+                temperature_c: None,
+                busy_percent: None,
+            }
+        }
+        DeviceKind::AmdGpu => {
+            let node = root.path(&format!(
+                "/sys/class/kfd/kfd/topology/nodes/{}/properties",
+                device.visible_index.unwrap_or(0) + 1
+            ));
+            let ok = node.exists();
+            Health {
+                healthy: ok,
+                detail: if ok {
+                    "kfd node present".into()
+                } else {
+                    format!("{} is gone", node.display())
+                },
+                temperature_c: None,
+                busy_percent: None,
+            }
+        }
+        DeviceKind::NvidiaGpu => Health {
+            healthy: true,
+            detail: "no probe for NVIDIA devices in this build".into(),
+            temperature_c: None,
+            busy_percent: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gfx_names_match_llvm() {
+        assert_eq!(gfx_name(90010), "gfx90a");
+        assert_eq!(gfx_name(90008), "gfx908");
+        assert_eq!(gfx_name(90400), "gfx940");
+        assert_eq!(gfx_name(90402), "gfx942");
+        assert_eq!(gfx_name(110000), "gfx1100");
+    }
+
+    #[test]
+    fn discovers_amd_gpus_from_a_kfd_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = dir.path().join("sys/class/kfd/kfd/topology/nodes");
+        std::fs::create_dir_all(nodes.join("0")).unwrap();
+        std::fs::write(
+            nodes.join("0/properties"),
+            "cpu_cores_count 64\nsimd_count 0\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(nodes.join("1")).unwrap();
+        std::fs::write(
+            nodes.join("1/properties"),
+            "simd_count 440\nsimd_per_cu 4\ngfx_target_version 90010\n",
+        )
+        .unwrap();
+        std::fs::write(nodes.join("1/name"), "aldebaran\n").unwrap();
+        let root = SystemRoot(dir.path().to_path_buf());
+        let devs = discover(&root);
+        assert_eq!(devs[0].kind, DeviceKind::Cpu);
+        assert_eq!(devs.len(), 2);
+        assert_eq!(devs[1].arch, "gfx90a");
+        assert_eq!(devs[1].num_cu, 110);
+        assert_eq!(devs[1].name, "aldebaran");
+        assert!(probe(&root, &devs[1]).healthy);
+        std::fs::remove_dir_all(nodes.join("1")).unwrap();
+        assert!(!probe(&root, &devs[1]).healthy);
+    }
+
+    #[test]
+    fn the_cpu_is_always_there() {
+        let devs = discover(&SystemRoot::default());
+        assert_eq!(devs[0].id, "cpu");
+        assert!(devs[0].num_cu >= 1);
+        assert!(probe(&SystemRoot::default(), &devs[0]).healthy);
+    }
+}

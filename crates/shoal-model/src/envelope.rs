@@ -32,7 +32,8 @@ fn config() -> bincode::config::Configuration {
 pub fn encode(msg: &Message) -> Vec<u8> {
     let mut out = vec![WIRE_VERSION];
     // Encoding plain serde data into a Vec cannot fail: no I/O and no unsupported types.
-    let body = bincode::serde::encode_to_vec(msg, config()).expect("encoding a Message cannot fail");
+    let body =
+        bincode::serde::encode_to_vec(msg, config()).expect("encoding a Message cannot fail");
     out.extend_from_slice(&body);
     out
 }

@@ -19,6 +19,7 @@ pub mod params;
 pub mod queue;
 pub mod record;
 pub mod state;
+pub mod steps;
 
 pub use ids::{Attempt, ConfigId, JobId, SessionId, SolverId};
 pub use message::{

@@ -81,6 +81,7 @@ pub struct EvalReply {
 pub enum ReplyBody {
     /// Work on these jobs has started on `worker`; their leases are renewed.
     Started {
+        session: SessionId,
         phase: Phase,
         jobs: Vec<JobRef>,
         worker: String,
@@ -89,6 +90,7 @@ pub enum ReplyBody {
     Evaluated(EvalReply),
     /// The worker gives these jobs back without an outcome (shutting down, device unhealthy).
     HandedBack {
+        session: SessionId,
         phase: Phase,
         jobs: Vec<JobRef>,
         reason: String,
@@ -122,12 +124,18 @@ pub enum Event {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Control {
     /// Stop consuming eval work on a device until resumed.
-    Pause { device: String },
-    Resume { device: String },
+    Pause {
+        device: String,
+    },
+    Resume {
+        device: String,
+    },
     /// Finish in-flight work, take no more.
     Drain,
     /// Restart the named actor.
-    Restart { actor: String },
+    Restart {
+        actor: String,
+    },
 }
 
 /// Every message kind that has a wire form.

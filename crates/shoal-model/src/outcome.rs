@@ -7,7 +7,7 @@ use std::str::FromStr;
 /// Why a job did not produce a valid measurement. The first five are faults of the tuned code
 /// (the candidate); they are final, never retried, and recorded so the tuning goes on. The rest
 /// are faults of the machinery and are retried up to the session's bound.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum FailureKind {
     /// The build command exited non-zero.
     BuildFailed,

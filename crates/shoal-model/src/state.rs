@@ -265,7 +265,10 @@ mod tests {
     fn retries_go_back_to_the_start_of_the_phase() {
         assert!(Compiling.can_move_to(New));
         assert!(Evaluating.can_move_to(Compiled));
-        assert!(!Evaluating.can_move_to(New), "a compiled job is not compiled again");
+        assert!(
+            !Evaluating.can_move_to(New),
+            "a compiled job is not compiled again"
+        );
         assert!(!New.can_move_to(Compiled));
         assert!(Transition::new(JobId(3), New, 0, Evaluated).is_err());
     }

@@ -1,0 +1,189 @@
+//! The Compiler: consumes compile requests for the steps and architectures it serves, builds each
+//! compile-time parameter set once in a child process (own process group, timeout), stores the
+//! artifact under its content hash, and replies for every job that shares the build.
+//!
+//! Each slot is a loop with its own consumer at prefetch 1, so a slot takes a request only when
+//! it can start it: the number of slots is the compile concurrency.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use shoal_backend::command;
+use shoal_bus::{Bus, QueueOptions};
+use shoal_model::message::{CompileReply, Phase, ReplyBody};
+use shoal_model::{envelope, FailureKind, Message};
+use shoal_store::Store;
+use tokio::sync::RwLock;
+
+use crate::shutdown::{DrainGuard, Signal};
+use crate::specs::SessionSpecs;
+use crate::supervise::{supervise, Backoff};
+use crate::ActorError;
+
+/// What a Compiler needs. `cpu_gate`, when set, is shared with a CPU Evaluator: builds hold it
+/// shared, timings hold it exclusively, so no build runs while a candidate is being timed on the
+/// same CPU.
+#[derive(Clone)]
+pub struct CompilerConfig {
+    pub store: Arc<dyn Store>,
+    pub bus: Arc<dyn Bus>,
+    pub specs: SessionSpecs,
+    /// Queues to consume (from `Namespace::compile_queue`).
+    pub queues: Vec<String>,
+    pub slots: usize,
+    pub work_dir: PathBuf,
+    pub worker: String,
+    pub cpu_gate: Option<Arc<RwLock<()>>>,
+    pub delivery_limit: u32,
+}
+
+pub struct Compiler {
+    config: CompilerConfig,
+    stop: Signal,
+    guard: DrainGuard,
+}
+
+impl Compiler {
+    pub fn new(config: CompilerConfig, stop: Signal, guard: DrainGuard) -> Self {
+        Compiler {
+            config,
+            stop,
+            guard,
+        }
+    }
+}
+
+impl Actor for Compiler {
+    type Context = Context<Self>;
+
+    fn started(&mut self, _ctx: &mut Self::Context) {
+        for queue in &self.config.queues {
+            for slot in 0..self.config.slots {
+                let config = self.config.clone();
+                let stop = self.stop.clone();
+                let queue = queue.clone();
+                supervise(
+                    format!("compiler[{queue}#{slot}]"),
+                    Backoff::default(),
+                    self.stop.clone(),
+                    self.guard.clone(),
+                    move || compile_loop(config.clone(), queue.clone(), slot, stop.clone()),
+                );
+            }
+        }
+    }
+}
+
+async fn compile_loop(
+    cfg: CompilerConfig,
+    queue: String,
+    slot: usize,
+    mut stop: Signal,
+) -> Result<(), ActorError> {
+    let results = cfg.bus.namespace().results_queue();
+    let opts = QueueOptions {
+        delivery_limit: cfg.delivery_limit,
+    };
+    cfg.bus.declare_queue(&queue, &opts).await?;
+    cfg.bus.declare_queue(&results, &opts).await?;
+    let mut consumer = cfg.bus.consume(&queue, 1).await?;
+    let work_dir = cfg.work_dir.join(format!("compile-{slot}"));
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", work_dir.display())))?;
+    loop {
+        let next = tokio::select! {
+            d = consumer.next() => d,
+            _ = stop.triggered() => return Ok(()),
+        };
+        let Some(delivery) = next else { return Ok(()) };
+        let delivery = delivery?;
+        let req = match envelope::decode(&delivery.payload) {
+            Ok(Message::Compile(r)) => r,
+            Ok(_) => {
+                delivery
+                    .dead_letter("a compile queue got a message that is not a compile request")
+                    .await?;
+                continue;
+            }
+            Err(e) => {
+                tracing::error!(queue = %queue, error = %e, "undecodable compile request");
+                delivery.dead_letter(e.to_string()).await?;
+                continue;
+            }
+        };
+        tracing::debug!(queue = %queue, slot, build = %req.build_key, "compile request received");
+        let started = ReplyBody::Started {
+            session: req.session,
+            phase: Phase::Compile,
+            jobs: req.jobs.clone(),
+            worker: cfg.worker.clone(),
+        };
+        crate::publish(&*cfg.bus, &results, &Message::Reply(started)).await?;
+
+        let t0 = Instant::now();
+        let build = async {
+            let spec = match cfg.specs.get(&*cfg.store, req.session).await {
+                Ok(s) => s,
+                Err(e) => return Err((FailureKind::Infrastructure, e.to_string())),
+            };
+            let expected = spec.build_key(&req.compile_params);
+            if expected != req.build_key {
+                return Err((
+                    FailureKind::Infrastructure,
+                    format!(
+                        "build key mismatch on {}: the spec or its sources differ on this host",
+                        cfg.worker
+                    ),
+                ));
+            }
+            let _shared = match &cfg.cpu_gate {
+                Some(g) => Some(g.read().await),
+                None => None,
+            };
+            let artifact = command::build(&spec, &req.compile_params, &work_dir).await?;
+            cfg.store
+                .put_artifact(&artifact.hash, &artifact.packed)
+                .await
+                .map_err(|e| (FailureKind::Infrastructure, e.to_string()))?;
+            Ok(artifact.hash)
+        };
+        let result = tokio::select! {
+            r = build => r,
+            _ = stop.triggered() => {
+                // The build's child group is killed as its future drops. Hand the jobs back.
+                let back = ReplyBody::HandedBack {
+                    session: req.session,
+                    phase: Phase::Compile,
+                    jobs: req.jobs.clone(),
+                    reason: format!("{} shut down during the build", cfg.worker),
+                    count_retry: false,
+                };
+                crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
+                delivery.ack().await?;
+                return Ok(());
+            }
+        };
+        match &result {
+            Ok(hash) => tracing::debug!(build = %req.build_key, artifact = %hash, "built"),
+            Err((kind, detail)) => {
+                tracing::debug!(params = %req.compile_params, kind = %kind, detail = %first_line(detail), "build failed")
+            }
+        }
+        let reply = ReplyBody::Compiled(CompileReply {
+            session: req.session,
+            jobs: req.jobs,
+            build_key: req.build_key,
+            result,
+            worker: cfg.worker.clone(),
+            duration_ms: t0.elapsed().as_millis() as u64,
+        });
+        crate::publish(&*cfg.bus, &results, &Message::Reply(reply)).await?;
+        delivery.ack().await?;
+    }
+}
+
+pub(crate) fn first_line(s: &str) -> &str {
+    s.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+}

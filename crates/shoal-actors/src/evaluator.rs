@@ -1,0 +1,217 @@
+//! The Evaluator: one per device. Consumes eval requests for its (step, arch, CU count), fetches
+//! each candidate's artifact (local cache, else the store), times it on its device only, and
+//! replies with the outcomes.
+//!
+//! It consumes at prefetch 1 and stops consuming while its device is reported unhealthy by the
+//! GpuMonitor (health events on the bus). On the CPU it pins runs to one core and holds the CPU
+//! gate exclusively, so no build disturbs a timing.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use shoal_backend::command::{self, ArtifactCache};
+use shoal_bus::{Bus, QueueOptions};
+use shoal_model::message::{EvalReply, Phase, ReplyBody};
+use shoal_model::{envelope, FailureKind, Message, Outcome};
+use shoal_store::Store;
+use tokio::sync::{watch, RwLock};
+
+use crate::shutdown::{DrainGuard, Signal};
+use crate::specs::SessionSpecs;
+use crate::supervise::{supervise, Backoff};
+use crate::ActorError;
+
+#[derive(Clone)]
+pub struct EvaluatorConfig {
+    pub store: Arc<dyn Store>,
+    pub bus: Arc<dyn Bus>,
+    pub specs: SessionSpecs,
+    /// The eval queue of this device (from `Namespace::eval_queue`).
+    pub queue: String,
+    /// Device id for replies and health (`cpu`, `amdgpu0`).
+    pub device: String,
+    /// Pin every run to this CPU core.
+    pub pin_cpu: Option<usize>,
+    pub work_dir: PathBuf,
+    pub worker: String,
+    pub cpu_gate: Option<Arc<RwLock<()>>>,
+    /// Device health, fed by the GpuMonitor's events: false pauses consumption.
+    pub healthy: watch::Receiver<bool>,
+    pub delivery_limit: u32,
+}
+
+pub struct Evaluator {
+    config: EvaluatorConfig,
+    stop: Signal,
+    guard: DrainGuard,
+}
+
+impl Evaluator {
+    pub fn new(config: EvaluatorConfig, stop: Signal, guard: DrainGuard) -> Self {
+        Evaluator {
+            config,
+            stop,
+            guard,
+        }
+    }
+}
+
+impl Actor for Evaluator {
+    type Context = Context<Self>;
+
+    fn started(&mut self, _ctx: &mut Self::Context) {
+        let config = self.config.clone();
+        let stop = self.stop.clone();
+        supervise(
+            format!("evaluator[{}]", self.config.device),
+            Backoff::default(),
+            self.stop.clone(),
+            self.guard.clone(),
+            move || eval_loop(config.clone(), stop.clone()),
+        );
+    }
+}
+
+async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorError> {
+    let results = cfg.bus.namespace().results_queue();
+    let opts = QueueOptions {
+        delivery_limit: cfg.delivery_limit,
+    };
+    cfg.bus.declare_queue(&cfg.queue, &opts).await?;
+    cfg.bus.declare_queue(&results, &opts).await?;
+    let cache_dir = cfg.work_dir.join("artifacts");
+    let cache = ArtifactCache::new(cache_dir.clone())
+        .map_err(|e| ActorError::Other(format!("artifact cache {}: {e}", cache_dir.display())))?;
+    let mut healthy = cfg.healthy.clone();
+    let mut consumer = cfg.bus.consume(&cfg.queue, 1).await?;
+    loop {
+        // Paused while the device is unhealthy.
+        while !*healthy.borrow() {
+            tracing::warn!(device = %cfg.device, "device unhealthy; evaluation paused");
+            tokio::select! {
+                r = healthy.changed() => if r.is_err() { return Ok(()) },
+                _ = stop.triggered() => return Ok(()),
+            }
+        }
+        let next = tokio::select! {
+            d = consumer.next() => d,
+            _ = stop.triggered() => return Ok(()),
+        };
+        let Some(delivery) = next else { return Ok(()) };
+        let delivery = delivery?;
+        let req = match envelope::decode(&delivery.payload) {
+            Ok(Message::Eval(r)) => r,
+            Ok(_) => {
+                delivery
+                    .dead_letter("an eval queue got a message that is not an eval request")
+                    .await?;
+                continue;
+            }
+            Err(e) => {
+                tracing::error!(queue = %cfg.queue, error = %e, "undecodable eval request");
+                delivery.dead_letter(e.to_string()).await?;
+                continue;
+            }
+        };
+        // Skip items the store has moved past (a duplicate from an expired lease): no reply is
+        // needed, the Scheduler already holds a newer attempt.
+        let mut items = Vec::with_capacity(req.items.len());
+        for item in req.items {
+            match cfg.store.job(item.job.job).await? {
+                Some(j) if j.attempt == item.job.attempt && j.state.is_in_flight() => {
+                    items.push(item)
+                }
+                _ => tracing::debug!(job = %item.job.job, "stale eval item skipped"),
+            }
+        }
+        if items.is_empty() {
+            delivery.ack().await?;
+            continue;
+        }
+        let refs: Vec<_> = items.iter().map(|i| i.job).collect();
+        let started = ReplyBody::Started {
+            session: req.session,
+            phase: Phase::Eval,
+            jobs: refs.clone(),
+            worker: cfg.worker.clone(),
+        };
+        crate::publish(&*cfg.bus, &results, &Message::Reply(started)).await?;
+
+        let work = async {
+            let mut outcomes = Vec::with_capacity(items.len());
+            let spec = cfg.specs.get(&*cfg.store, req.session).await;
+            for item in &items {
+                let outcome = match &spec {
+                    Err(e) => Outcome::failed(FailureKind::Infrastructure, e.to_string()),
+                    Ok(spec) => match fetch(&cfg, &cache, &item.artifact).await {
+                        Err(e) => Outcome::failed(FailureKind::Infrastructure, e),
+                        Ok(path) => {
+                            let _exclusive = match &cfg.cpu_gate {
+                                Some(g) => Some(g.write().await),
+                                None => None,
+                            };
+                            command::evaluate(
+                                spec,
+                                &path,
+                                &item.config_params,
+                                &item.compile_params,
+                                &item.run_params,
+                                cfg.pin_cpu,
+                            )
+                            .await
+                        }
+                    },
+                };
+                if let Outcome::Failed { kind, detail } = &outcome {
+                    tracing::debug!(job = %item.job.job, kind = %kind, detail = %crate::compiler::first_line(detail), "candidate failed");
+                }
+                outcomes.push((item.job, outcome));
+            }
+            outcomes
+        };
+        let outcomes = tokio::select! {
+            o = work => o,
+            _ = stop.triggered() => {
+                let back = ReplyBody::HandedBack {
+                    session: req.session,
+                    phase: Phase::Eval,
+                    jobs: refs,
+                    reason: format!("{} shut down during the evaluation", cfg.worker),
+                    count_retry: false,
+                };
+                crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
+                delivery.ack().await?;
+                return Ok(());
+            }
+        };
+        let reply = ReplyBody::Evaluated(EvalReply {
+            session: req.session,
+            outcomes,
+            worker: cfg.worker.clone(),
+            device: cfg.device.clone(),
+        });
+        crate::publish(&*cfg.bus, &results, &Message::Reply(reply)).await?;
+        delivery.ack().await?;
+    }
+}
+
+/// The artifact as an executable file: from the local cache, else from the store.
+async fn fetch(
+    cfg: &EvaluatorConfig,
+    cache: &ArtifactCache,
+    hash: &str,
+) -> Result<PathBuf, String> {
+    if let Some(p) = cache.path(hash) {
+        return Ok(p);
+    }
+    let packed = cfg
+        .store
+        .artifact(hash)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("artifact {hash} is not in the store"))?;
+    cache
+        .install(hash, &packed)
+        .map_err(|e| format!("installing artifact {hash}: {e}"))
+}

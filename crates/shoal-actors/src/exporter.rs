@@ -1,0 +1,87 @@
+//! The Exporter: builds a session's output files on request — the tuned table as CSV and JSON —
+//! and returns the rows so the caller can print them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use shoal_export::{TableContext, TunedRow};
+use shoal_model::{Params, SessionId};
+use shoal_store::Store;
+
+use crate::specs::SessionSpecs;
+use crate::ActorError;
+
+pub struct Exporter {
+    store: Arc<dyn Store>,
+    specs: SessionSpecs,
+}
+
+impl Exporter {
+    pub fn new(store: Arc<dyn Store>, specs: SessionSpecs) -> Self {
+        Exporter { store, specs }
+    }
+}
+
+impl Actor for Exporter {
+    type Context = Context<Self>;
+}
+
+/// Export a session's tuned table into `out_dir`.
+#[derive(Message)]
+#[rtype(result = "Result<ExportSummary, ActorError>")]
+pub struct Export {
+    pub session: SessionId,
+    pub out_dir: PathBuf,
+}
+
+/// What was written, and the table for the terminal.
+#[derive(Debug)]
+pub struct ExportSummary {
+    pub rows: Vec<TunedRow>,
+    pub csv: PathBuf,
+    pub json: PathBuf,
+    pub table: String,
+}
+
+impl Handler<Export> for Exporter {
+    type Result = ResponseFuture<Result<ExportSummary, ActorError>>;
+
+    fn handle(&mut self, msg: Export, _ctx: &mut Self::Context) -> Self::Result {
+        let store = self.store.clone();
+        let specs = self.specs.clone();
+        Box::pin(async move { export(&*store, &specs, msg.session, &msg.out_dir).await })
+    }
+}
+
+/// The export itself, usable without an actor (the `shoal export` command).
+pub async fn export(
+    store: &dyn Store,
+    specs: &SessionSpecs,
+    session: SessionId,
+    out_dir: &std::path::Path,
+) -> Result<ExportSummary, ActorError> {
+    let info = store
+        .session(session)
+        .await?
+        .ok_or(ActorError::UnknownSession(session))?;
+    let spec = specs.get(store, session).await?;
+    let results = store.final_results(session).await?;
+    let flops = |shape: &Params| spec.flops(shape);
+    let ctx = TableContext {
+        arch: &info.info.arch,
+        num_cu: info.info.num_cu,
+        shape_columns: &spec.shape_columns,
+        flops: &flops,
+    };
+    let rows = shoal_export::tuned_rows(&ctx, &results);
+    let (csv, json) = shoal_export::write_files(&ctx, &rows, out_dir)
+        .map_err(|e| ActorError::Other(format!("writing into {}: {e}", out_dir.display())))?;
+    let table = shoal_export::render_table(&ctx, &rows);
+    Ok(ExportSummary {
+        rows,
+        csv,
+        json,
+        table,
+    })
+}

@@ -1,0 +1,656 @@
+//! The Scheduler: the only writer of job state.
+//!
+//! Two loops share one actor:
+//! - **dispatch**: claims `new` jobs in batches (grouped by build key, so one compile serves every
+//!   job that needs it), reuses builds already known, publishes compile requests; claims
+//!   `compiled` jobs and publishes eval requests; keeps the number of jobs in flight bounded so a
+//!   lease measures work, not a long wait in a queue; requeues expired leases; errors jobs whose
+//!   retries are exhausted.
+//! - **results**: consumes the results queue in batches, turns each reply into compare-and-sets
+//!   ([`plan`]), applies the batch in one transaction, and only then acknowledges the deliveries.
+//!
+//! State is committed before the message that depends on it is published: if the publish fails
+//! the job sits in a queued state under a lease, and the lease brings it back.
+
+pub mod plan;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::prelude::*;
+use shoal_bus::{Bus, Consumer, Delivery, QueueOptions};
+use shoal_model::message::{CompileRequest, EvalItem, EvalRequest};
+use shoal_model::{
+    envelope, Config, ConfigId, FailureKind, Job, JobState, Message, Outcome, ResultRow, Session,
+    SessionId, Transition,
+};
+use shoal_store::{Batch, Change, Store};
+use tokio::sync::Notify;
+
+use crate::shutdown::{DrainGuard, Signal};
+use crate::specs::SessionSpecs;
+use crate::supervise::{supervise, Backoff};
+use crate::{now_ms, ActorError};
+use plan::{plan_reply, Leases};
+
+/// How the Scheduler paces work. Every number bounds something that would otherwise grow.
+#[derive(Clone, Debug)]
+pub struct SchedulerConfig {
+    /// Sessions this Scheduler serves.
+    pub sessions: Vec<SessionId>,
+    /// Jobs in compile phases (queued or compiling) at most: about two builds per compile slot
+    /// keeps every slot busy while a lease still measures work, not waiting.
+    pub max_compile_in_flight: u64,
+    /// Jobs in eval phases at most, for the same reason.
+    pub max_eval_in_flight: u64,
+    /// Items per eval request.
+    pub eval_batch: usize,
+    /// Lease for a job waiting in a queue.
+    pub queue_lease: Duration,
+    /// How often dispatch runs when nothing wakes it sooner.
+    pub tick: Duration,
+    /// Replies applied per transaction at most.
+    pub result_batch: usize,
+    /// Delivery limit of the queues this Scheduler declares.
+    pub delivery_limit: u32,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            sessions: Vec::new(),
+            max_compile_in_flight: 64,
+            max_eval_in_flight: 8,
+            eval_batch: 1,
+            queue_lease: Duration::from_secs(600),
+            tick: Duration::from_millis(200),
+            result_batch: 256,
+            delivery_limit: 5,
+        }
+    }
+}
+
+/// The Scheduler actor. It owns no job state in memory that the store does not also have,
+/// except the set of builds in progress (lost on restart, which costs at most a duplicate build).
+pub struct Scheduler {
+    inner: Arc<Inner>,
+    stop: Signal,
+    guard: DrainGuard,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    bus: Arc<dyn Bus>,
+    specs: SessionSpecs,
+    config: SchedulerConfig,
+    /// Wakes dispatch when replies freed capacity.
+    wake: Notify,
+    sessions: Mutex<HashMap<SessionId, Session>>,
+    configs: Mutex<HashMap<ConfigId, Config>>,
+    /// (session, build key) pairs with a compile request out.
+    building: Mutex<HashSet<(SessionId, String)>>,
+    /// Queues already declared by this Scheduler.
+    declared: Mutex<HashSet<String>>,
+}
+
+impl Scheduler {
+    pub fn new(
+        store: Arc<dyn Store>,
+        bus: Arc<dyn Bus>,
+        specs: SessionSpecs,
+        config: SchedulerConfig,
+        stop: Signal,
+        guard: DrainGuard,
+    ) -> Self {
+        Scheduler {
+            inner: Arc::new(Inner {
+                store,
+                bus,
+                specs,
+                config,
+                wake: Notify::new(),
+                sessions: Mutex::new(HashMap::new()),
+                configs: Mutex::new(HashMap::new()),
+                building: Mutex::new(HashSet::new()),
+                declared: Mutex::new(HashSet::new()),
+            }),
+            stop,
+            guard,
+        }
+    }
+}
+
+impl Actor for Scheduler {
+    type Context = Context<Self>;
+
+    fn started(&mut self, _ctx: &mut Self::Context) {
+        let inner = self.inner.clone();
+        let stop = self.stop.clone();
+        supervise(
+            "scheduler.dispatch".into(),
+            Backoff::default(),
+            self.stop.clone(),
+            self.guard.clone(),
+            move || dispatch_loop(inner.clone(), stop.clone()),
+        );
+        let inner = self.inner.clone();
+        let stop = self.stop.clone();
+        supervise(
+            "scheduler.results".into(),
+            Backoff::default(),
+            self.stop.clone(),
+            self.guard.clone(),
+            move || results_loop(inner.clone(), stop.clone()),
+        );
+    }
+}
+
+/// Puts every in-flight job of `session` back to the start of its phase, without counting a
+/// retry. Only for the embedded mode at start-up, where nothing else can hold the jobs: the
+/// previous process was killed and its in-process queues died with it.
+pub async fn requeue_in_flight(store: &dyn Store, session: SessionId) -> Result<u64, ActorError> {
+    let jobs = store.in_flight(session).await?;
+    let changes: Vec<Change> = jobs
+        .iter()
+        .filter_map(|j| {
+            let to = j.state.retry_state()?;
+            Transition::new(j.id, j.state, j.attempt, to)
+                .ok()
+                .map(Change::from)
+        })
+        .collect();
+    let applied = store
+        .apply(&Batch {
+            changes,
+            builds: vec![],
+        })
+        .await?;
+    Ok(applied.iter().filter(|a| **a).count() as u64)
+}
+
+async fn dispatch_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
+    let mut last_sweep = 0i64;
+    loop {
+        if stop.is_triggered() {
+            return Ok(());
+        }
+        let mut progressed = false;
+        for &session in &inner.config.sessions {
+            progressed |= inner.dispatch_compile(session).await?;
+            progressed |= inner.dispatch_eval(session).await?;
+        }
+        if now_ms() - last_sweep > 1_000 {
+            inner.sweep_leases().await?;
+            last_sweep = now_ms();
+        }
+        if progressed {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        tokio::select! {
+            _ = inner.wake.notified() => {}
+            _ = tokio::time::sleep(inner.config.tick) => {}
+            _ = stop.triggered() => return Ok(()),
+        }
+    }
+}
+
+async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
+    let queue = inner.bus.namespace().results_queue();
+    inner
+        .bus
+        .declare_queue(
+            &queue,
+            &QueueOptions {
+                delivery_limit: inner.config.delivery_limit,
+            },
+        )
+        .await?;
+    let prefetch = inner.config.result_batch.min(u16::MAX as usize) as u16;
+    let mut consumer = inner.bus.consume(&queue, prefetch).await?;
+    loop {
+        let first = tokio::select! {
+            d = consumer.next() => d,
+            _ = stop.triggered() => break,
+        };
+        let Some(first) = first else { return Ok(()) };
+        let mut batch = vec![first?];
+        fill_batch(&mut *consumer, &mut batch, inner.config.result_batch).await?;
+        inner.apply_deliveries(batch).await?;
+        inner.wake.notify_one();
+    }
+    // Stopping: the workers have stopped first, so what is left in the queue is final. Apply it.
+    loop {
+        let mut batch = Vec::new();
+        fill_batch(&mut *consumer, &mut batch, inner.config.result_batch).await?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        inner.apply_deliveries(batch).await?;
+    }
+}
+
+/// Takes whatever else arrives within a few milliseconds, up to `max` deliveries.
+async fn fill_batch(
+    consumer: &mut dyn Consumer,
+    batch: &mut Vec<Delivery>,
+    max: usize,
+) -> Result<(), ActorError> {
+    while batch.len() < max {
+        match tokio::time::timeout(Duration::from_millis(3), consumer.next()).await {
+            Ok(Some(d)) => batch.push(d?),
+            _ => break,
+        }
+    }
+    Ok(())
+}
+
+impl Inner {
+    /// Declares a queue before the first publish to it, so requests wait in the queue for
+    /// workers that have not started yet instead of failing.
+    async fn ensure_queue(&self, name: &str) -> Result<(), ActorError> {
+        if self.declared.lock().unwrap().contains(name) {
+            return Ok(());
+        }
+        self.bus
+            .declare_queue(
+                name,
+                &QueueOptions {
+                    delivery_limit: self.config.delivery_limit,
+                },
+            )
+            .await?;
+        self.declared.lock().unwrap().insert(name.to_string());
+        Ok(())
+    }
+
+    async fn session(&self, id: SessionId) -> Result<Session, ActorError> {
+        if let Some(s) = self.sessions.lock().unwrap().get(&id) {
+            return Ok(s.clone());
+        }
+        let s = self
+            .store
+            .session(id)
+            .await?
+            .ok_or(ActorError::UnknownSession(id))?;
+        self.sessions.lock().unwrap().insert(id, s.clone());
+        Ok(s)
+    }
+
+    async fn config(&self, id: ConfigId) -> Result<Config, ActorError> {
+        if let Some(c) = self.configs.lock().unwrap().get(&id) {
+            return Ok(c.clone());
+        }
+        let c = self
+            .store
+            .config(id)
+            .await?
+            .ok_or_else(|| ActorError::Other(format!("config {id} is not in the store")))?;
+        self.configs.lock().unwrap().insert(id, c.clone());
+        Ok(c)
+    }
+
+    /// Leases for started work, from the session's spec timeouts.
+    async fn leases(&self, session: SessionId) -> Result<Leases, ActorError> {
+        let spec = self.specs.get(&*self.store, session).await?;
+        let now = now_ms();
+        let margin = 60_000;
+        let build = spec.build.timeout.as_millis() as i64;
+        let runs = (spec.run.warmup + spec.run.repeat).max(1) as i64;
+        let eval = spec.run.timeout.as_millis() as i64 * runs * self.config.eval_batch as i64;
+        Ok(Leases {
+            compile_started_ms: now + build + margin,
+            eval_started_ms: now + eval + margin,
+        })
+    }
+
+    fn counts_in(counts: &BTreeMap<JobState, u64>, states: &[JobState]) -> u64 {
+        states
+            .iter()
+            .map(|s| counts.get(s).copied().unwrap_or(0))
+            .sum()
+    }
+
+    /// Jobs whose retries are used up go to `errored` instead of being dispatched again.
+    async fn split_exhausted(
+        &self,
+        session: &Session,
+        jobs: Vec<Job>,
+        to_start: JobState,
+    ) -> Result<Vec<Job>, ActorError> {
+        let (dead, live): (Vec<Job>, Vec<Job>) = jobs
+            .into_iter()
+            .partition(|j| j.retries > session.info.max_retries);
+        if !dead.is_empty() {
+            let now = now_ms();
+            let changes = dead
+                .iter()
+                .map(|j| {
+                    let reason = format!(
+                        "gave up after {} retries; last error: {}",
+                        j.retries,
+                        j.last_error.as_deref().unwrap_or("none")
+                    );
+                    let t = Transition::new(j.id, to_start, j.attempt, JobState::Errored)
+                        .expect("new/compiled → errored is an edge")
+                        .with_failure(FailureKind::Infrastructure, reason.clone());
+                    Change {
+                        transition: t,
+                        result: Some(ResultRow {
+                            job: j.id,
+                            session: j.session,
+                            attempt: j.attempt,
+                            outcome: Outcome::failed(FailureKind::Infrastructure, reason),
+                            worker: String::new(),
+                            device: String::new(),
+                            created_ms: now,
+                        }),
+                    }
+                })
+                .collect();
+            self.store
+                .apply(&Batch {
+                    changes,
+                    builds: vec![],
+                })
+                .await?;
+        }
+        Ok(live)
+    }
+
+    async fn dispatch_compile(&self, session_id: SessionId) -> Result<bool, ActorError> {
+        let counts = self.store.state_counts(session_id).await?;
+        let in_flight = Self::counts_in(&counts, &[JobState::CompileQueued, JobState::Compiling]);
+        let room = self.config.max_compile_in_flight.saturating_sub(in_flight);
+        if room == 0 || counts.get(&JobState::New).copied().unwrap_or(0) == 0 {
+            return Ok(false);
+        }
+        let session = self.session(session_id).await?;
+        let jobs = self
+            .store
+            .jobs_in_state(session_id, JobState::New, room.min(4096) as u32)
+            .await?;
+        let jobs = self.split_exhausted(&session, jobs, JobState::New).await?;
+        // Leave jobs whose build is already out; they are completed from its record.
+        let jobs: Vec<Job> = {
+            let building = self.building.lock().unwrap();
+            jobs.into_iter()
+                .filter(|j| !building.contains(&(session_id, j.build_key.clone())))
+                .collect()
+        };
+        if jobs.is_empty() {
+            return Ok(false);
+        }
+        let mut keys: Vec<String> = jobs.iter().map(|j| j.build_key.clone()).collect();
+        keys.dedup();
+        let known: HashMap<String, Result<String, (FailureKind, String)>> = self
+            .store
+            .builds(session_id, &keys)
+            .await?
+            .into_iter()
+            .map(|b| (b.build_key, b.result))
+            .collect();
+        let deadline = now_ms() + self.config.queue_lease.as_millis() as i64;
+        let now = now_ms();
+        let mut changes = Vec::new();
+        let mut requests: Vec<CompileRequest> = Vec::new();
+        for j in &jobs {
+            let queue = Transition::new(j.id, JobState::New, j.attempt, JobState::CompileQueued)
+                .expect("new → compile_queued")
+                .with_lease(deadline);
+            let attempt = queue.next_attempt();
+            changes.push(Change::from(queue));
+            match known.get(&j.build_key) {
+                Some(Ok(hash)) => {
+                    let t =
+                        Transition::new(j.id, JobState::CompileQueued, attempt, JobState::Compiled)
+                            .expect("compile_queued → compiled")
+                            .with_artifact(hash.clone());
+                    changes.push(t.into());
+                }
+                Some(Err((kind, detail))) => {
+                    let t =
+                        Transition::new(j.id, JobState::CompileQueued, attempt, JobState::Errored)
+                            .expect("compile_queued → errored")
+                            .with_failure(*kind, detail.clone());
+                    changes.push(Change {
+                        transition: t,
+                        result: Some(ResultRow {
+                            job: j.id,
+                            session: session_id,
+                            attempt,
+                            outcome: Outcome::failed(*kind, detail.clone()),
+                            worker: "build cache".into(),
+                            device: String::new(),
+                            created_ms: now,
+                        }),
+                    });
+                }
+                None => {
+                    let r = shoal_model::JobRef { job: j.id, attempt };
+                    match requests.last_mut() {
+                        Some(req) if req.build_key == j.build_key && req.step == j.compile_step => {
+                            req.jobs.push(r)
+                        }
+                        _ => requests.push(CompileRequest {
+                            session: session_id,
+                            step: j.compile_step.clone(),
+                            build_key: j.build_key.clone(),
+                            compile_params: j.compile_params.clone(),
+                            jobs: vec![r],
+                        }),
+                    }
+                }
+            }
+        }
+        let applied = self
+            .store
+            .apply(&Batch {
+                changes: changes.clone(),
+                builds: vec![],
+            })
+            .await?;
+        // Publish only for jobs whose move to compile_queued applied.
+        let queued: HashSet<shoal_model::JobRef> = changes
+            .iter()
+            .zip(&applied)
+            .filter(|(c, ok)| **ok && c.transition.to == JobState::CompileQueued)
+            .map(|(c, _)| shoal_model::JobRef {
+                job: c.transition.job,
+                attempt: c.transition.next_attempt(),
+            })
+            .collect();
+        for mut req in requests {
+            req.jobs.retain(|r| queued.contains(r));
+            if req.jobs.is_empty() {
+                continue;
+            }
+            let queue_name = self
+                .bus
+                .namespace()
+                .compile_queue(&req.step, &session.info.arch);
+            self.building
+                .lock()
+                .unwrap()
+                .insert((session_id, req.build_key.clone()));
+            tracing::debug!(queue = %queue_name, jobs = req.jobs.len(), build = %req.build_key, "compile request");
+            self.ensure_queue(&queue_name).await?;
+            crate::publish(&*self.bus, &queue_name, &Message::Compile(req)).await?;
+        }
+        Ok(true)
+    }
+
+    async fn dispatch_eval(&self, session_id: SessionId) -> Result<bool, ActorError> {
+        let counts = self.store.state_counts(session_id).await?;
+        let in_flight = Self::counts_in(&counts, &[JobState::EvalQueued, JobState::Evaluating]);
+        let room = self.config.max_eval_in_flight.saturating_sub(in_flight);
+        if room == 0 || counts.get(&JobState::Compiled).copied().unwrap_or(0) == 0 {
+            return Ok(false);
+        }
+        let session = self.session(session_id).await?;
+        let jobs = self
+            .store
+            .jobs_in_state(session_id, JobState::Compiled, room as u32)
+            .await?;
+        let jobs = self
+            .split_exhausted(&session, jobs, JobState::Compiled)
+            .await?;
+        if jobs.is_empty() {
+            return Ok(false);
+        }
+        let deadline = now_ms() + self.config.queue_lease.as_millis() as i64;
+        let changes: Vec<Change> = jobs
+            .iter()
+            .map(|j| {
+                Transition::new(j.id, JobState::Compiled, j.attempt, JobState::EvalQueued)
+                    .expect("compiled → eval_queued")
+                    .with_lease(deadline)
+                    .into()
+            })
+            .collect();
+        let applied = self
+            .store
+            .apply(&Batch {
+                changes,
+                builds: vec![],
+            })
+            .await?;
+        let mut items: Vec<(String, EvalItem)> = Vec::new();
+        for (j, ok) in jobs.iter().zip(applied) {
+            if !ok {
+                continue;
+            }
+            let Some(artifact) = j.artifact.clone() else {
+                tracing::warn!(job = %j.id, "compiled job has no artifact");
+                continue;
+            };
+            let config = self.config(j.config).await?;
+            items.push((
+                j.eval_step.clone(),
+                EvalItem {
+                    job: shoal_model::JobRef {
+                        job: j.id,
+                        attempt: j.attempt + 1,
+                    },
+                    config: j.config,
+                    config_params: config.params,
+                    compile_params: j.compile_params.clone(),
+                    run_params: j.run_params.clone(),
+                    artifact,
+                },
+            ));
+        }
+        let mut i = 0;
+        while i < items.len() {
+            let step = items[i].0.clone();
+            let mut req = EvalRequest {
+                session: session_id,
+                step: step.clone(),
+                items: Vec::new(),
+            };
+            while i < items.len() && items[i].0 == step && req.items.len() < self.config.eval_batch
+            {
+                req.items.push(items[i].1.clone());
+                i += 1;
+            }
+            let queue_name =
+                self.bus
+                    .namespace()
+                    .eval_queue(&step, &session.info.arch, session.info.num_cu);
+            self.ensure_queue(&queue_name).await?;
+            crate::publish(&*self.bus, &queue_name, &Message::Eval(req)).await?;
+        }
+        Ok(true)
+    }
+
+    /// Expired leases: back to the start of the phase, counted as a retry.
+    async fn sweep_leases(&self) -> Result<(), ActorError> {
+        let expired = self.store.expired_leases(now_ms(), 1000).await?;
+        let served: HashSet<SessionId> = self.config.sessions.iter().copied().collect();
+        let changes: Vec<Change> = expired
+            .iter()
+            .filter(|j| served.contains(&j.session))
+            .filter_map(|j| {
+                let to = j.state.retry_state()?;
+                tracing::warn!(job = %j.id, state = %j.state, worker = ?j.worker, "lease expired; job goes back");
+                if to == JobState::New {
+                    // Its build request may be lost: let the next dispatch ask again.
+                    self.building
+                        .lock()
+                        .unwrap()
+                        .remove(&(j.session, j.build_key.clone()));
+                }
+                let mut t = Transition::new(j.id, j.state, j.attempt, to).ok()?;
+                t.count_retry = true;
+                t.failure = Some((
+                    FailureKind::Infrastructure,
+                    format!("lease expired in state {}", j.state),
+                ));
+                Some(t.into())
+            })
+            .collect();
+        if !changes.is_empty() {
+            self.store
+                .apply(&Batch {
+                    changes,
+                    builds: vec![],
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Decodes, plans and applies a batch of replies in one transaction, then acks them all.
+    async fn apply_deliveries(&self, deliveries: Vec<Delivery>) -> Result<(), ActorError> {
+        let mut batch = Batch::default();
+        let mut to_ack = Vec::with_capacity(deliveries.len());
+        let now = now_ms();
+        let mut finished_builds = Vec::new();
+        for d in deliveries {
+            let reply = match envelope::decode(&d.payload) {
+                Ok(Message::Reply(r)) => r,
+                Ok(other) => {
+                    let kind = format!("{other:?}");
+                    let kind = kind.split('(').next().unwrap_or("?").to_string();
+                    tracing::error!(kind = %kind, "results queue got a non-reply; dead-lettering");
+                    d.dead_letter(format!("results queue got a {kind} message"))
+                        .await?;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "undecodable reply; dead-lettering");
+                    d.dead_letter(e.to_string()).await?;
+                    continue;
+                }
+            };
+            let session = match &reply {
+                shoal_model::message::ReplyBody::Compiled(c) => {
+                    finished_builds.push((c.session, c.build_key.clone()));
+                    c.session
+                }
+                shoal_model::message::ReplyBody::Evaluated(e) => e.session,
+                shoal_model::message::ReplyBody::Started { session, .. }
+                | shoal_model::message::ReplyBody::HandedBack { session, .. } => *session,
+            };
+            let leases = self.leases(session).await?;
+            let plan = plan_reply(&reply, leases, now);
+            batch.changes.extend(plan.changes);
+            batch.builds.extend(plan.builds);
+            to_ack.push(d);
+        }
+        if !batch.changes.is_empty() || !batch.builds.is_empty() {
+            self.store.apply(&batch).await?;
+        }
+        {
+            let mut building = self.building.lock().unwrap();
+            for k in finished_builds {
+                building.remove(&k);
+            }
+        }
+        for d in to_ack {
+            d.ack().await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,306 @@
+//! What the Scheduler writes for each reply, as pure functions from a reply to store changes.
+//!
+//! A worker does not know whether its "started" notice was applied before its result arrives,
+//! so a result is expressed as two compare-and-sets, one from each possible state (queued and
+//! started). They exclude each other: at most one matches, and neither matches a stale attempt.
+
+use shoal_model::message::{Phase, ReplyBody};
+use shoal_model::{FailureKind, JobRef, JobState, Outcome, ResultRow, SessionId, Transition};
+use shoal_store::{BuildRecord, Change};
+
+/// Changes for one reply, plus the build it recorded (if a compile).
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+    pub builds: Vec<BuildRecord>,
+}
+
+/// Lease deadlines to give jobs whose work has started.
+#[derive(Clone, Copy, Debug)]
+pub struct Leases {
+    pub compile_started_ms: i64,
+    pub eval_started_ms: i64,
+}
+
+fn queued_and_started(phase: Phase) -> (JobState, JobState) {
+    match phase {
+        Phase::Compile => (JobState::CompileQueued, JobState::Compiling),
+        Phase::Eval => (JobState::EvalQueued, JobState::Evaluating),
+    }
+}
+
+/// Both compare-and-sets (from queued, from started) for a move to `to`, built by `f`.
+fn from_either(
+    phase: Phase,
+    r: JobRef,
+    to: JobState,
+    f: impl Fn(Transition) -> Transition,
+    result: Option<ResultRow>,
+) -> [Change; 2] {
+    let (queued, started) = queued_and_started(phase);
+    let mk = |from: JobState| Change {
+        transition: f(Transition::new(r.job, from, r.attempt, to)
+            .expect("queued/started → terminal or retry are edges")),
+        result: result.clone(),
+    };
+    [mk(started), mk(queued)]
+}
+
+/// Turns one reply into store changes. `now_ms` stamps result rows.
+pub fn plan_reply(reply: &ReplyBody, leases: Leases, now_ms: i64) -> Plan {
+    let mut plan = Plan::default();
+    match reply {
+        ReplyBody::Started {
+            phase,
+            jobs,
+            worker,
+            ..
+        } => {
+            let (queued, started) = queued_and_started(*phase);
+            let deadline = match phase {
+                Phase::Compile => leases.compile_started_ms,
+                Phase::Eval => leases.eval_started_ms,
+            };
+            for r in jobs {
+                let t = Transition::new(r.job, queued, r.attempt, started)
+                    .expect("queued → started is an edge")
+                    .with_lease(deadline)
+                    .with_worker(worker.clone());
+                plan.changes.push(t.into());
+            }
+        }
+        ReplyBody::Compiled(c) => {
+            plan.builds.push(BuildRecord {
+                session: c.session,
+                build_key: c.build_key.clone(),
+                result: c.result.clone(),
+            });
+            for r in &c.jobs {
+                match &c.result {
+                    Ok(hash) => plan.changes.extend(from_either(
+                        Phase::Compile,
+                        *r,
+                        JobState::Compiled,
+                        |t| t.with_artifact(hash.clone()).with_worker(c.worker.clone()),
+                        None,
+                    )),
+                    Err((kind, detail)) => plan.changes.extend(failure_changes(
+                        Phase::Compile,
+                        c.session,
+                        *r,
+                        *kind,
+                        detail,
+                        &c.worker,
+                        "",
+                        now_ms,
+                    )),
+                }
+            }
+        }
+        ReplyBody::Evaluated(e) => {
+            for (r, outcome) in &e.outcomes {
+                match outcome {
+                    Outcome::Measured(_) => {
+                        let row = ResultRow {
+                            job: r.job,
+                            session: e.session,
+                            attempt: r.attempt,
+                            outcome: outcome.clone(),
+                            worker: e.worker.clone(),
+                            device: e.device.clone(),
+                            created_ms: now_ms,
+                        };
+                        plan.changes.extend(from_either(
+                            Phase::Eval,
+                            *r,
+                            JobState::Evaluated,
+                            |t| t.with_worker(e.worker.clone()),
+                            Some(row),
+                        ));
+                    }
+                    Outcome::Failed { kind, detail } => {
+                        plan.changes.extend(failure_changes(
+                            Phase::Eval,
+                            e.session,
+                            *r,
+                            *kind,
+                            detail,
+                            &e.worker,
+                            &e.device,
+                            now_ms,
+                        ));
+                    }
+                }
+            }
+        }
+        ReplyBody::HandedBack {
+            phase,
+            jobs,
+            reason,
+            count_retry,
+            ..
+        } => {
+            for r in jobs {
+                plan.changes
+                    .extend(hand_back(*phase, *r, reason, *count_retry));
+            }
+        }
+    }
+    plan
+}
+
+/// A failure: a candidate fault is final (→ errored, with a result row saying what happened);
+/// an infrastructure failure hands the job back to be tried again, counted against its bound.
+#[allow(clippy::too_many_arguments)]
+fn failure_changes(
+    phase: Phase,
+    session: SessionId,
+    r: JobRef,
+    kind: FailureKind,
+    detail: &str,
+    worker: &str,
+    device: &str,
+    now_ms: i64,
+) -> Vec<Change> {
+    if !kind.is_candidate_fault() {
+        return hand_back(phase, r, detail, true).to_vec();
+    }
+    let row = ResultRow {
+        job: r.job,
+        session,
+        attempt: r.attempt,
+        outcome: Outcome::failed(kind, detail),
+        worker: worker.to_string(),
+        device: device.to_string(),
+        created_ms: now_ms,
+    };
+    from_either(
+        phase,
+        r,
+        JobState::Errored,
+        |t| t.with_failure(kind, detail).with_worker(worker.to_string()),
+        Some(row),
+    )
+    .to_vec()
+}
+
+/// Back to the start of the phase, lease cleared.
+fn hand_back(phase: Phase, r: JobRef, reason: &str, count_retry: bool) -> [Change; 2] {
+    let (queued, _) = queued_and_started(phase);
+    let to = queued
+        .retry_state()
+        .expect("queued states have a retry state");
+    from_either(
+        phase,
+        r,
+        to,
+        |t| {
+            let mut t = t;
+            t.count_retry = count_retry;
+            t.failure = Some((FailureKind::Infrastructure, reason.to_string()));
+            t
+        },
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_model::message::{CompileReply, EvalReply};
+    use shoal_model::{JobId, Measurement};
+
+    const LEASES: Leases = Leases {
+        compile_started_ms: 1_000,
+        eval_started_ms: 2_000,
+    };
+
+    fn r(job: i64, attempt: u32) -> JobRef {
+        JobRef {
+            job: JobId(job),
+            attempt,
+        }
+    }
+
+    #[test]
+    fn a_result_is_two_exclusive_compare_and_sets() {
+        let reply = ReplyBody::Evaluated(EvalReply {
+            session: SessionId(1),
+            outcomes: vec![(
+                r(5, 2),
+                Outcome::Measured(Measurement {
+                    time_us: 3.0,
+                    samples_us: vec![3.0],
+                    workspace: 0,
+                }),
+            )],
+            worker: "w".into(),
+            device: "cpu".into(),
+        });
+        let plan = plan_reply(&reply, LEASES, 7);
+        assert_eq!(plan.changes.len(), 2);
+        let froms: Vec<_> = plan.changes.iter().map(|c| c.transition.from).collect();
+        assert_eq!(froms, vec![JobState::Evaluating, JobState::EvalQueued]);
+        assert!(plan.changes.iter().all(|c| c.transition.attempt == 2
+            && c.transition.to == JobState::Evaluated
+            && c.result.as_ref().unwrap().attempt == 2));
+    }
+
+    #[test]
+    fn a_build_failure_is_final_and_recorded_for_every_job_that_shared_it() {
+        let reply = ReplyBody::Compiled(CompileReply {
+            session: SessionId(1),
+            jobs: vec![r(1, 1), r(2, 1)],
+            build_key: "k".into(),
+            result: Err((FailureKind::BuildFailed, "error: x".into())),
+            worker: "w".into(),
+            duration_ms: 5,
+        });
+        let plan = plan_reply(&reply, LEASES, 7);
+        assert_eq!(plan.builds.len(), 1);
+        assert_eq!(plan.changes.len(), 4);
+        for c in &plan.changes {
+            assert_eq!(c.transition.to, JobState::Errored);
+            assert_eq!(
+                c.transition.failure.as_ref().unwrap().0,
+                FailureKind::BuildFailed
+            );
+            assert!(c.result.is_some());
+        }
+    }
+
+    #[test]
+    fn infrastructure_failures_are_retried_not_final() {
+        let reply = ReplyBody::Evaluated(EvalReply {
+            session: SessionId(1),
+            outcomes: vec![(
+                r(9, 4),
+                Outcome::failed(FailureKind::Infrastructure, "artifact missing"),
+            )],
+            worker: "w".into(),
+            device: "cpu".into(),
+        });
+        let plan = plan_reply(&reply, LEASES, 7);
+        assert!(plan
+            .changes
+            .iter()
+            .all(|c| c.transition.to == JobState::Compiled
+                && c.transition.count_retry
+                && c.result.is_none()));
+    }
+
+    #[test]
+    fn started_renews_the_lease() {
+        let reply = ReplyBody::Started {
+            session: SessionId(1),
+            phase: Phase::Eval,
+            jobs: vec![r(3, 2)],
+            worker: "w".into(),
+        };
+        let plan = plan_reply(&reply, LEASES, 7);
+        assert_eq!(plan.changes.len(), 1);
+        let t = &plan.changes[0].transition;
+        assert_eq!((t.from, t.to), (JobState::EvalQueued, JobState::Evaluating));
+        assert_eq!(t.lease_deadline_ms, Some(2_000));
+    }
+}

@@ -1,0 +1,117 @@
+//! Running an actor's loops under supervision: a loop that fails or panics is started again
+//! with exponential backoff, and the failure is logged with the actor's name.
+//!
+//! Actors own long-running async loops (consume, work, reply). actix's `Supervisor` restarts an
+//! actor whose context stops; here the unit of restart is the loop, so that one failed compile
+//! slot does not cancel the other slots' in-flight work. A fault in tuned code never reaches this
+//! far: it ends a child process and is reported as an outcome. What does reach here is the
+//! machinery failing: the bus or store unreachable, a bug.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+
+use crate::shutdown::{DrainGuard, Signal};
+
+/// Backoff between restarts: 100 ms doubling up to 30 s; reset after a loop ran for a minute.
+#[derive(Clone, Debug)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Spawns `make()` on the current actix arbiter, again and again, until it returns `Ok(())` or
+/// the shutdown signal is sent. `Ok(())` means the loop stopped on purpose (shutdown).
+pub fn supervise<F, Fut, E>(
+    name: String,
+    backoff: Backoff,
+    mut stop: Signal,
+    guard: DrainGuard,
+    mut make: F,
+) where
+    F: FnMut() -> Fut + 'static,
+    Fut: Future<Output = Result<(), E>> + 'static,
+    E: std::fmt::Display + 'static,
+{
+    actix::spawn(async move {
+        let _guard = guard;
+        let mut delay = backoff.initial;
+        loop {
+            let started = tokio::time::Instant::now();
+            let outcome = AssertUnwindSafe(make()).catch_unwind().await;
+            match outcome {
+                Ok(Ok(())) => break,
+                Ok(Err(e)) => tracing::error!(actor = %name, error = %e, "loop failed; restarting"),
+                Err(panic) => {
+                    let msg = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    tracing::error!(actor = %name, panic = %msg, "loop panicked; restarting")
+                }
+            }
+            if stop.is_triggered() {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                delay = backoff.initial;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = stop.triggered() => break,
+            }
+            delay = (delay * 2).min(backoff.max);
+        }
+        tracing::debug!(actor = %name, "loop stopped");
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shutdown::{channel, Drain};
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    #[actix::test]
+    async fn a_failing_loop_is_restarted_until_it_succeeds() {
+        let (_trigger, signal) = channel();
+        let drain = Drain::new();
+        let runs = Rc::new(Cell::new(0));
+        let r = runs.clone();
+        supervise(
+            "test".into(),
+            Backoff {
+                initial: Duration::from_millis(1),
+                max: Duration::from_millis(5),
+            },
+            signal,
+            drain.guard(),
+            move || {
+                let r = r.clone();
+                async move {
+                    r.set(r.get() + 1);
+                    match r.get() {
+                        1 => Err("first run fails".to_string()),
+                        2 => panic!("second run panics"),
+                        _ => Ok(()),
+                    }
+                }
+            },
+        );
+        drain.wait().await;
+        assert_eq!(runs.get(), 3);
+    }
+}

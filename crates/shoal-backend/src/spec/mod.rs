@@ -1,0 +1,436 @@
+//! The tuning spec of the command backend: what a user writes to tune any kernel that can be
+//! built and timed from a command line.
+//!
+//! A spec is a TOML file. It names a build command and a run command with parameter
+//! placeholders, the compile-time parameters (each distinct set is built once and the artifact
+//! is shared by every shape), the run-time parameters (varied without rebuilding), constraint
+//! rules, the shapes to tune, and how to read the time and a correctness verdict from the
+//! run's output. [`load`] reads and checks it completely before any job exists: a syntax
+//! error, a rule naming an unknown parameter or a build program that is not installed is a
+//! [`SpecError`] naming the file, the line and the field.
+//!
+//! # File format
+//!
+//! ```toml
+//! name = "cpu-gemm"                 # required; letters, digits, `_` and `-`
+//! description = "Tiled GEMM in C"   # optional
+//! sources = ["gemm.c"]              # optional; files relative to the spec's directory. Their
+//!                                   # content is part of the build identity: editing one
+//!                                   # rebuilds every artifact and makes a new session.
+//! rules = ["BM * BN <= 16384", "K % BK == 0"]   # optional; see below
+//! flops = "2 * M * N * K"           # optional: FLOPs of one run, for GFLOP/s
+//!
+//! shapes_csv = "shapes.csv"         # the shapes: a CSV whose header row names the columns
+//!                                   # (aiter style: spaces around values ignored, empty
+//!                                   # rows skipped) …
+//! # … or inline, as an array of tables with the same keys in every table:
+//! # [[shapes]]
+//! # M = 256
+//! # N = 256
+//! # K = 256
+//!
+//! [build]
+//! command = "cc -O3 -DBM={BM} -o {out} {spec_dir}/gemm.c"  # split on whitespace (no shell),
+//!                                   # or an array of strings: ["cc", "-o", "{out}", "a b.c"]
+//! timeout_s = 60                    # default 120; a float is allowed
+//!
+//! [run]
+//! command = "{artifact} {M} {N} {K}"
+//! timeout_s = 10                    # per run; default 60
+//! warmup = 1                        # untimed runs first; default 0
+//! repeat = 3                        # timed runs; default 1
+//! statistic = "median"              # median | min | mean; default median
+//!
+//! [output]                          # optional section
+//! time = 'time_us=([0-9.eE+-]+)'    # regex with one capture group, searched in stdout (the
+//!                                   # last match counts); if absent, the wall time of the run
+//! time_unit = "us"                  # s | ms | us | ns; default us
+//! pass = 'verdict=PASS'             # optional: when given it must match, or wrong answer
+//! fail = 'verdict=FAIL'             # optional: when it matches, wrong answer
+//!
+//! [params.compile]                  # order in the file is the order of enumeration
+//! BM = [16, 32, 64]                 # a list of integers or strings (or one scalar)
+//! BK = { range = [8, 64], step = 8 }  # inclusive; step defaults to 1
+//! UNROLL = { pow2 = [1, 8] }        # 1, 2, 4, 8
+//!
+//! [params.run]                      # optional; same forms
+//! SPLIT_K = [1, 2]
+//! ```
+//!
+//! **Names.** Parameter names and shape columns are identifiers (`[A-Za-z_][A-Za-z0-9_]*`),
+//! unique across compile parameters, run parameters and shape columns; `out`, `artifact`,
+//! `spec_dir`, `repeat` and `warmup` are reserved. Values may not contain `,`.
+//!
+//! **Placeholders.** `{NAME}` inside a command element is replaced by a value; `{{` and `}}`
+//! are literal braces. The build command may use compile parameters, `{out}` (the path the
+//! artifact must be written to), `{spec_dir}` (the spec's absolute directory), `{repeat}` and
+//! `{warmup}`. The run command may use all of those except `{out}`, plus run parameters, shape
+//! columns and `{artifact}` (the path of the executable artifact). An unknown placeholder is
+//! an error at load. Builds and runs start in the spec's directory; the build also gets the
+//! artifact path as `$SHOAL_OUT` and a run gets it as `$SHOAL_ARTIFACT`.
+//!
+//! **Programs.** The first element of each command, after `{spec_dir}` is substituted, must
+//! exist when the spec is loaded: a path if it contains `/` (relative to the spec's
+//! directory), otherwise a program on `PATH`. (A first element made from a parameter is not
+//! checked.)
+//!
+//! **Rules and flops** are integer expressions ([`crate::expr`]: `+ - * / %`, comparisons,
+//! `&& || !`, parentheses, C precedence) over compile parameters, run parameters and shape
+//! columns, whose values must then be integers. A candidate is kept when every rule holds; a
+//! rule that divides by zero or overflows does not hold. A shape for which the rules leave no
+//! candidate is reported in [`TuningSpec::warnings`].
+
+mod commands;
+mod error;
+mod raw;
+mod shapes;
+mod template;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use regex::Regex;
+use sha2::{Digest, Sha256};
+use shoal_model::Params;
+
+use crate::expr::Expr;
+pub use commands::find_program;
+pub use error::{line_col, SpecError};
+pub use template::{Piece, Template};
+
+/// Placeholder names that are not parameters.
+pub const RESERVED: [&str; 5] = ["out", "artifact", "spec_dir", "repeat", "warmup"];
+
+/// A loaded, checked tuning spec.
+#[derive(Clone, Debug)]
+pub struct TuningSpec {
+    pub name: String,
+    /// The spec file as the user named it (used in messages).
+    pub path: PathBuf,
+    /// The absolute directory of the spec: relative files and `{spec_dir}` resolve here.
+    pub dir: PathBuf,
+    /// The spec file's text, as read.
+    pub source_text: String,
+    pub description: Option<String>,
+    pub build: BuildSpec,
+    pub run: RunSpec,
+    pub output: OutputSpec,
+    pub compile_params: Vec<ParamDef>,
+    pub run_params: Vec<ParamDef>,
+    pub shape_columns: Vec<String>,
+    pub shapes: Vec<Params>,
+    pub rules: Vec<Rule>,
+    pub flops: Option<Expr>,
+    /// The `sources` entries (as written) with the hex sha256 of their content at load.
+    pub source_hashes: Vec<(String, String)>,
+    /// The shapes CSV, if the shapes came from one (resolved against `dir`).
+    pub shapes_csv: Option<PathBuf>,
+    /// Things worth telling the user that do not stop the load.
+    pub warnings: Vec<String>,
+}
+
+/// The build step: an argv template and its timeout.
+#[derive(Clone, Debug)]
+pub struct BuildSpec {
+    /// The argv as written, placeholders unsubstituted.
+    pub argv: Vec<String>,
+    pub timeout: Duration,
+    templates: Vec<Template>,
+}
+
+/// The run step: an argv template, its timeout and the run counts.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// The argv as written, placeholders unsubstituted.
+    pub argv: Vec<String>,
+    /// The limit of each single run.
+    pub timeout: Duration,
+    pub warmup: u32,
+    pub repeat: u32,
+    pub statistic: Statistic,
+    templates: Vec<Template>,
+}
+
+/// How to read a run's output.
+#[derive(Clone, Debug)]
+pub struct OutputSpec {
+    /// A regex with one capture group holding the time; `None`: use the wall time.
+    pub time: Option<Regex>,
+    pub time_unit: TimeUnit,
+    /// When given, it must match stdout or the run is a wrong answer.
+    pub pass: Option<Regex>,
+    /// When it matches stdout, the run is a wrong answer.
+    pub fail: Option<Regex>,
+}
+
+/// The statistic reported over the timed runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Statistic {
+    Median,
+    Min,
+    Mean,
+}
+
+impl Statistic {
+    pub fn parse(s: &str) -> Option<Statistic> {
+        match s {
+            "median" => Some(Statistic::Median),
+            "min" => Some(Statistic::Min),
+            "mean" => Some(Statistic::Mean),
+            _ => None,
+        }
+    }
+
+    /// The statistic over non-empty samples (`NaN` for none).
+    pub fn apply(self, samples: &[f64]) -> f64 {
+        if samples.is_empty() {
+            return f64::NAN;
+        }
+        match self {
+            Statistic::Min => samples.iter().copied().fold(f64::INFINITY, f64::min),
+            Statistic::Mean => samples.iter().sum::<f64>() / samples.len() as f64,
+            Statistic::Median => {
+                let mut s = samples.to_vec();
+                s.sort_by(f64::total_cmp);
+                let n = s.len();
+                if n % 2 == 1 {
+                    s[n / 2]
+                } else {
+                    (s[n / 2 - 1] + s[n / 2]) / 2.0
+                }
+            }
+        }
+    }
+}
+
+/// The unit of the time printed by a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
+    S,
+    Ms,
+    Us,
+    Ns,
+}
+
+impl TimeUnit {
+    pub fn parse(s: &str) -> Option<TimeUnit> {
+        match s {
+            "s" => Some(TimeUnit::S),
+            "ms" => Some(TimeUnit::Ms),
+            "us" => Some(TimeUnit::Us),
+            "ns" => Some(TimeUnit::Ns),
+            _ => None,
+        }
+    }
+
+    /// Converts a value in this unit to microseconds.
+    pub fn to_us(self, value: f64) -> f64 {
+        match self {
+            TimeUnit::S => value * 1e6,
+            TimeUnit::Ms => value * 1e3,
+            TimeUnit::Us => value,
+            TimeUnit::Ns => value / 1e3,
+        }
+    }
+}
+
+/// One tunable parameter and its values, as text, in the spec's order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamDef {
+    pub name: String,
+    pub values: Vec<String>,
+}
+
+/// A constraint rule: its text and its parsed expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub text: String,
+    pub expr: Expr,
+}
+
+/// Reads the spec file at `path` (and the CSV and sources it names) and checks it.
+pub fn load(path: &Path) -> Result<TuningSpec, SpecError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SpecError::file(path, format!("cannot read the spec: {e}")))?;
+    parse(&text, path)
+}
+
+/// Parses and checks spec text; `path` is used in messages and to resolve relative files.
+pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
+    validate::parse(text, path)
+}
+
+/// Every combination of `defs`' values, in order (the last parameter varies fastest).
+fn product(defs: &[ParamDef]) -> Vec<Params> {
+    let mut out = vec![Params::new()];
+    for def in defs {
+        let mut next = Vec::with_capacity(out.len() * def.values.len());
+        for p in &out {
+            for v in &def.values {
+                let mut q = p.clone();
+                q.push(def.name.clone(), v.clone());
+                next.push(q);
+            }
+        }
+        out = next;
+    }
+    out
+}
+
+impl TuningSpec {
+    /// Whether every rule holds for these values.
+    pub fn allows(&self, shape: &Params, compile: &Params, run: &Params) -> bool {
+        let lookup = |n: &str| {
+            compile
+                .get_i64(n)
+                .or_else(|| run.get_i64(n))
+                .or_else(|| shape.get_i64(n))
+        };
+        self.rules.iter().all(|r| r.expr.holds(&lookup))
+    }
+
+    /// The (compile, run) parameter sets to try on `shape`: the cartesian product in spec
+    /// order, filtered by the rules.
+    pub fn candidates(&self, shape: &Params) -> Vec<(Params, Params)> {
+        let runs = product(&self.run_params);
+        let mut out = Vec::new();
+        for compile in product(&self.compile_params) {
+            for run in &runs {
+                if self.allows(shape, &compile, run) {
+                    out.push((compile.clone(), run.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the rules leave at least one candidate for `shape`.
+    pub fn has_candidate(&self, shape: &Params) -> bool {
+        let runs = product(&self.run_params);
+        product(&self.compile_params)
+            .iter()
+            .any(|compile| runs.iter().any(|run| self.allows(shape, compile, run)))
+    }
+
+    /// The distinct compile sets that are valid for at least one shape, in enumeration order.
+    pub fn compile_sets(&self) -> Vec<Params> {
+        let runs = product(&self.run_params);
+        product(&self.compile_params)
+            .into_iter()
+            .filter(|compile| {
+                self.shapes
+                    .iter()
+                    .any(|shape| runs.iter().any(|run| self.allows(shape, compile, run)))
+            })
+            .collect()
+    }
+
+    /// The content address of the artifact built from `compile`: hex sha256 over the build
+    /// argv template, the build timeout, the content of every source and `compile.key()`.
+    pub fn build_key(&self, compile: &Params) -> String {
+        let mut h = Sha256::new();
+        h.update(b"shoal-build-v1\0");
+        for arg in &self.build.argv {
+            h.update(arg.as_bytes());
+            h.update(b"\0");
+        }
+        h.update(format!("timeout_ms={}\0", self.build.timeout.as_millis()).as_bytes());
+        for (name, hash) in &self.source_hashes {
+            h.update(format!("source {name} {hash}\0").as_bytes());
+        }
+        h.update(compile.key().as_bytes());
+        hex::encode(h.finalize())
+    }
+
+    /// The canonical text that identifies this spec for a session: the spec file's text and
+    /// the sha256 of every source, so that editing the kernel makes a new session.
+    pub fn identity(&self) -> String {
+        let mut s = self.source_text.clone();
+        s.push('\n');
+        for (name, hash) in &self.source_hashes {
+            s.push_str(&format!("source {name} sha256:{hash}\n"));
+        }
+        s
+    }
+
+    /// FLOPs of one run on `shape` (with the parameters of the shape only), if the spec has
+    /// a `flops` expression and it evaluates.
+    pub fn flops(&self, shape: &Params) -> Option<f64> {
+        let expr = self.flops.as_ref()?;
+        expr.eval(&|n| shape.get_i64(n)).ok().map(|v| v as f64)
+    }
+
+    fn common(&self, name: &str) -> Option<String> {
+        match name {
+            "spec_dir" => Some(self.dir.display().to_string()),
+            "repeat" => Some(self.run.repeat.to_string()),
+            "warmup" => Some(self.run.warmup.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The build argv for `compile`, writing the artifact to `out`.
+    pub fn build_argv(&self, compile: &Params, out: &Path) -> Vec<String> {
+        let lookup = |n: &str| match n {
+            "out" => Some(out.display().to_string()),
+            _ => self
+                .common(n)
+                .or_else(|| compile.get(n).map(str::to_string)),
+        };
+        self.build
+            .templates
+            .iter()
+            .map(|t| t.render(&lookup))
+            .collect()
+    }
+
+    /// The run argv for one candidate on one shape, running `artifact`.
+    pub fn run_argv(
+        &self,
+        compile: &Params,
+        run: &Params,
+        shape: &Params,
+        artifact: &Path,
+    ) -> Vec<String> {
+        let lookup = |n: &str| match n {
+            "artifact" => Some(artifact.display().to_string()),
+            _ => self.common(n).or_else(|| {
+                compile
+                    .get(n)
+                    .or_else(|| run.get(n))
+                    .or_else(|| shape.get(n))
+                    .map(str::to_string)
+            }),
+        };
+        self.run
+            .templates
+            .iter()
+            .map(|t| t.render(&lookup))
+            .collect()
+    }
+
+    /// The spec file's absolute path (what a worker on this host should be given).
+    pub fn absolute_path(&self) -> PathBuf {
+        match self.path.file_name() {
+            Some(name) => self.dir.join(name),
+            None => self.path.clone(),
+        }
+    }
+
+    /// Every parameter and shape column name.
+    pub fn known_names(&self) -> Vec<&str> {
+        let mut seen = HashSet::new();
+        self.compile_params
+            .iter()
+            .chain(&self.run_params)
+            .map(|d| d.name.as_str())
+            .chain(self.shape_columns.iter().map(String::as_str))
+            .filter(|n| seen.insert(*n))
+            .collect()
+    }
+}

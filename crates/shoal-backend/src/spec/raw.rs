@@ -1,0 +1,240 @@
+//! The spec file as `toml` deserializes it, with spans on everything an error may point at,
+//! and the conversions from loosely typed TOML values (commands, timeouts, parameter values).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::{Spanned, Value};
+
+use super::error::{Ctx, SpecError};
+
+/// A table whose keys keep their spans, so that the order of the file can be recovered
+/// (`toml` sorts table keys) and errors can point at each key.
+pub type SpannedTable = BTreeMap<Spanned<String>, Spanned<Value>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSpec {
+    pub name: Spanned<String>,
+    pub description: Option<String>,
+    #[serde(default)]
+    pub sources: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub rules: Vec<Spanned<String>>,
+    pub flops: Option<Spanned<String>>,
+    pub shapes_csv: Option<Spanned<String>>,
+    pub shapes: Option<Spanned<Vec<Spanned<SpannedTable>>>>,
+    pub build: RawBuild,
+    pub run: RawRun,
+    #[serde(default)]
+    pub output: RawOutput,
+    #[serde(default)]
+    pub params: RawParams,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBuild {
+    pub command: Spanned<Value>,
+    pub timeout_s: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRun {
+    pub command: Spanned<Value>,
+    pub timeout_s: Option<Spanned<Value>>,
+    pub warmup: Option<Spanned<i64>>,
+    pub repeat: Option<Spanned<i64>>,
+    pub statistic: Option<Spanned<String>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutput {
+    pub time: Option<Spanned<String>>,
+    pub time_unit: Option<Spanned<String>>,
+    pub pass: Option<Spanned<String>>,
+    pub fail: Option<Spanned<String>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawParams {
+    #[serde(default)]
+    pub compile: SpannedTable,
+    #[serde(default)]
+    pub run: SpannedTable,
+}
+
+/// The entries of a spanned table in the order they appear in the file.
+pub fn in_file_order(table: &SpannedTable) -> Vec<(&Spanned<String>, &Spanned<Value>)> {
+    let mut entries: Vec<_> = table.iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    entries
+}
+
+/// A command: a string split on whitespace, or an array of strings.
+pub fn command(ctx: Ctx, field: &str, value: &Spanned<Value>) -> Result<Vec<String>, SpecError> {
+    let argv: Vec<String> = match value.get_ref() {
+        Value::String(s) => s.split_whitespace().map(str::to_string).collect(),
+        Value::Array(items) => items
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(ctx.at(
+                    value.span(),
+                    field,
+                    format!("every element must be a string, found {}", other.type_str()),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        other => {
+            return Err(ctx.at(
+                value.span(),
+                field,
+                format!(
+                    "expected a string or an array of strings, found {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    };
+    if argv.is_empty() || argv[0].is_empty() {
+        return Err(ctx.at(value.span(), field, "the command is empty"));
+    }
+    Ok(argv)
+}
+
+/// A timeout in seconds (integer or float), or the default.
+pub fn timeout(
+    ctx: Ctx,
+    field: &str,
+    value: Option<&Spanned<Value>>,
+    default_s: u64,
+) -> Result<Duration, SpecError> {
+    let Some(value) = value else {
+        return Ok(Duration::from_secs(default_s));
+    };
+    let secs = match value.get_ref() {
+        Value::Integer(i) => *i as f64,
+        Value::Float(f) => *f,
+        other => {
+            return Err(ctx.at(
+                value.span(),
+                field,
+                format!("expected a number of seconds, found {}", other.type_str()),
+            ))
+        }
+    };
+    const WEEK: f64 = 7.0 * 24.0 * 3600.0;
+    if !(secs > 0.0 && secs <= WEEK) {
+        return Err(ctx.at(
+            value.span(),
+            field,
+            format!("must be more than 0 and at most {WEEK} seconds, found {secs}"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The most values one parameter may take.
+pub const MAX_VALUES: i64 = 100_000;
+
+/// The values of one parameter: a list, a scalar, `{ range = [lo, hi], step = s }` or
+/// `{ pow2 = [lo, hi] }`. Returns text values, or an error message (the caller adds the place).
+pub fn param_values(value: &Value) -> Result<Vec<String>, String> {
+    match value {
+        Value::Array(items) => items.iter().map(scalar).collect(),
+        Value::Table(t) => {
+            let pair = |key: &str| -> Result<Option<(i64, i64)>, String> {
+                let Some(v) = t.get(key) else { return Ok(None) };
+                match v.as_array().map(|a| a.as_slice()) {
+                    Some([Value::Integer(lo), Value::Integer(hi)]) => Ok(Some((*lo, *hi))),
+                    _ => Err(format!("`{key}` must be two integers `[first, last]`")),
+                }
+            };
+            for key in t.keys() {
+                if !matches!(key.as_str(), "range" | "step" | "pow2") {
+                    return Err(format!(
+                        "unknown key `{key}`; a parameter is a list, `{{ range = [first, last], step = s }}` or `{{ pow2 = [first, last] }}`"
+                    ));
+                }
+            }
+            match (pair("range")?, pair("pow2")?) {
+                (Some((lo, hi)), None) => {
+                    let step = match t.get("step") {
+                        None => 1,
+                        Some(Value::Integer(s)) if *s > 0 => *s,
+                        Some(_) => return Err("`step` must be a positive integer".into()),
+                    };
+                    if lo > hi {
+                        return Err(format!("empty range: {lo} is above {hi}"));
+                    }
+                    let count = (hi as i128 - lo as i128) / step as i128 + 1;
+                    if count > MAX_VALUES as i128 {
+                        return Err(format!("{count} values; at most {MAX_VALUES} are allowed"));
+                    }
+                    Ok((0..count as i64)
+                        .map(|i| (lo + i * step).to_string())
+                        .collect())
+                }
+                (None, Some((lo, hi))) => {
+                    if t.contains_key("step") {
+                        return Err("`step` does not apply to `pow2`".into());
+                    }
+                    let pow2 = |v: i64| v > 0 && (v & (v - 1)) == 0;
+                    if !pow2(lo) || !pow2(hi) {
+                        return Err(format!(
+                            "`pow2` bounds must be powers of two, found [{lo}, {hi}]"
+                        ));
+                    }
+                    if lo > hi {
+                        return Err(format!("empty range: {lo} is above {hi}"));
+                    }
+                    let mut values = Vec::new();
+                    let mut v = lo;
+                    while v <= hi {
+                        values.push(v.to_string());
+                        match v.checked_mul(2) {
+                            Some(next) => v = next,
+                            None => break,
+                        }
+                    }
+                    Ok(values)
+                }
+                (Some(_), Some(_)) => Err("give either `range` or `pow2`, not both".into()),
+                (None, None) => {
+                    Err("expected `range = [first, last]` or `pow2 = [first, last]`".into())
+                }
+            }
+        }
+        other => Ok(vec![scalar(other)?]),
+    }
+}
+
+/// One value as text: integers and strings only.
+pub fn scalar(value: &Value) -> Result<String, String> {
+    match value {
+        Value::Integer(i) => Ok(i.to_string()),
+        Value::String(s) => Ok(s.clone()),
+        other => Err(format!(
+            "values must be integers or strings, found {}",
+            other.type_str()
+        )),
+    }
+}
+
+/// Checks a value can live in a [`Params`](shoal_model::Params) key and an argv element.
+pub fn check_value(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("empty value".into());
+    }
+    if value.contains(',') || value.chars().any(char::is_control) {
+        return Err(format!(
+            "value `{value}` may not contain `,` or control characters"
+        ));
+    }
+    Ok(())
+}

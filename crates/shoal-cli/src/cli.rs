@@ -1,0 +1,227 @@
+//! The commands and their flags; `--help` text lives on the definitions here.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use shoal_actors::specs::SessionSpecs;
+use shoal_model::{JobState, SessionId};
+use shoal_store::{SqliteStore, Store};
+
+use crate::logging::LogFormat;
+
+/// Shoal tunes kernels: it compiles every candidate parameter set, times each on the device it
+/// will run on, keeps every result in a database, and writes the best parameters per shape.
+#[derive(Debug, Parser)]
+#[command(name = "shoal", version, about, long_about = None)]
+pub struct Cli {
+    /// Log format on stderr (level from RUST_LOG, default info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the store is.
+#[derive(Debug, Args, Clone)]
+pub struct DbArgs {
+    /// The SQLite database file (created if missing).
+    #[arg(long, default_value = "shoal.db", env = "SHOAL_DB_FILE")]
+    pub db: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Tune a kernel described by a tuning spec (TOML), end to end, in this process.
+    ///
+    /// Creates (or resumes) a session for this machine's device, loads one job per shape and
+    /// candidate, compiles every distinct compile-time parameter set once, times every candidate,
+    /// and writes the best candidate per shape as CSV and JSON under --out. Run it again after
+    /// Ctrl-C or a crash: it resumes and redoes nothing that finished.
+    Tune(TuneArgs),
+    /// Check a tuning spec and show its parameter space, without creating anything.
+    Check {
+        /// The tuning spec (TOML).
+        spec: PathBuf,
+    },
+    /// Database maintenance.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
+    /// List the sessions in the store with their progress.
+    Sessions(DbArgs),
+    /// Show job counts per state for a session.
+    Status {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Session id (default: the newest).
+        #[arg(long)]
+        session: Option<i64>,
+    },
+    /// Write a session's tuned table (CSV and JSON) into a directory.
+    Export {
+        #[command(flatten)]
+        db: DbArgs,
+        #[arg(long)]
+        session: i64,
+        /// Output directory.
+        #[arg(short = 'o', long)]
+        out: PathBuf,
+    },
+    /// List the devices this host can evaluate on, as the GpuMonitor sees them.
+    Devices,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Create the schema or bring it up to date.
+    Migrate(DbArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// The tuning spec (TOML): commands, parameters, rules, shapes, output parsing.
+    pub spec: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Where to write tuned.csv and tuned.json (default: shoal-out/<spec name>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Concurrent builds (default: one per core). Timings on the CPU never overlap a build.
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Why this tuning runs; part of the session's identity.
+    #[arg(long, default_value = "")]
+    pub reason: String,
+    /// Infrastructure failures a job survives before it is marked errored.
+    #[arg(long, default_value_t = 3)]
+    pub max_retries: u32,
+    /// Working directory for builds and the artifact cache (default: <db>.work).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Tune(args) => crate::tune::run(args).await,
+        Command::Check { spec } => check(&spec),
+        Command::Db {
+            command: DbCommand::Migrate(db),
+        } => {
+            let store = open_store(&db.db).await?;
+            let v = store.migrate().await?;
+            println!("{}: schema version {v}", store.describe());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sessions(db) => sessions(&db).await,
+        Command::Status { db, session } => status(&db, session).await,
+        Command::Export { db, session, out } => {
+            let store = open_migrated(&db.db).await?;
+            let summary = shoal_actors::exporter::export(
+                &*store,
+                &SessionSpecs::new(),
+                SessionId(session),
+                &out,
+            )
+            .await?;
+            print!("{}", summary.table);
+            println!(
+                "wrote {} and {}",
+                summary.csv.display(),
+                summary.json.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Devices => {
+            for d in shoal_gpu::discover(&shoal_gpu::SystemRoot::default()) {
+                let h = shoal_gpu::probe(&shoal_gpu::SystemRoot::default(), &d);
+                println!(
+                    "{:<10} {:<8} units={:<5} healthy={:<5} {} ({})",
+                    d.id, d.arch, d.num_cu, h.healthy, d.name, h.detail
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Opens the SQLite store without changing it.
+pub async fn open_store(path: &Path) -> anyhow::Result<Arc<dyn Store>> {
+    let store =
+        SqliteStore::open(path).with_context(|| format!("opening the store {}", path.display()))?;
+    Ok(Arc::new(store))
+}
+
+/// Opens the store and applies pending migrations.
+pub async fn open_migrated(path: &Path) -> anyhow::Result<Arc<dyn Store>> {
+    let store = open_store(path).await?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+fn check(spec_path: &Path) -> anyhow::Result<ExitCode> {
+    let spec = shoal_backend::spec::load(spec_path)?;
+    for w in &spec.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut total = 0;
+    for shape in &spec.shapes {
+        let n = spec.candidates(shape).len();
+        total += n;
+        println!("{shape}: {n} candidates");
+    }
+    println!(
+        "{}: {} shapes, {} distinct builds, {} candidates",
+        spec.name,
+        spec.shapes.len(),
+        spec.compile_sets().len(),
+        total
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn sessions(db: &DbArgs) -> anyhow::Result<ExitCode> {
+    let store = open_migrated(&db.db).await?;
+    for s in store.sessions().await? {
+        let counts = store.state_counts(s.id).await?;
+        let total: u64 = counts.values().sum();
+        let done: u64 = counts
+            .iter()
+            .filter(|(st, _)| st.is_terminal())
+            .map(|(_, n)| n)
+            .sum();
+        println!(
+            "{:>4}  {:<8} {:>4} units  {:<8} {}/{} done  {}",
+            s.id, s.info.arch, s.info.num_cu, s.info.backend, done, total, s.info.spec_path
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn status(db: &DbArgs, session: Option<i64>) -> anyhow::Result<ExitCode> {
+    let store = open_migrated(&db.db).await?;
+    let id = match session {
+        Some(id) => SessionId(id),
+        None => store
+            .sessions()
+            .await?
+            .iter()
+            .map(|s| s.id)
+            .max()
+            .context("the store has no session yet")?,
+    };
+    let counts = store.state_counts(id).await?;
+    println!("session {id}");
+    for st in JobState::ALL {
+        println!(
+            "  {:<15} {}",
+            st.as_str(),
+            counts.get(&st).copied().unwrap_or(0)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

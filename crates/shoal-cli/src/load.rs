@@ -1,0 +1,105 @@
+//! From a tuning spec to a session and its jobs in the store. Loading is idempotent: the same
+//! spec on the same device finds the same session, and jobs that exist are left as they are.
+
+use sha2::{Digest, Sha256};
+use shoal_backend::spec::TuningSpec;
+use shoal_gpu::Device;
+use shoal_model::{steps, NewConfig, NewJob, NewSession, NewSolver, Session};
+use shoal_store::Store;
+
+/// What loading did.
+pub struct Loaded {
+    pub session: Session,
+    pub resumed: bool,
+    pub jobs_total: u64,
+    pub jobs_created: u64,
+    pub builds: usize,
+}
+
+/// The session identity of a spec on a device.
+pub fn session_for(
+    spec: &TuningSpec,
+    device: &Device,
+    reason: &str,
+    max_retries: u32,
+) -> NewSession {
+    let digest = hex::encode(Sha256::digest(spec.identity().as_bytes()));
+    NewSession {
+        reason: reason.to_string(),
+        arch: device.arch.clone(),
+        num_cu: device.num_cu,
+        backend: "command".into(),
+        spec: spec.source_text.clone(),
+        spec_path: spec.absolute_path().display().to_string(),
+        library_version: format!("spec-sha256:{}", &digest[..16]),
+        driver_version: String::new(),
+        max_retries,
+    }
+}
+
+/// Creates or finds the session, then its configs, solver and jobs.
+pub async fn load(
+    store: &dyn Store,
+    spec: &TuningSpec,
+    identity: &NewSession,
+) -> anyhow::Result<Loaded> {
+    let (session, resumed) = match store.find_session(identity).await? {
+        Some(s) => (s, true),
+        None => {
+            let id = store.create_session(identity).await?;
+            let s = store
+                .session(id)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("session {id} vanished after creation"))?;
+            (s, false)
+        }
+    };
+    let configs: Vec<NewConfig> = spec
+        .shapes
+        .iter()
+        .map(|shape| NewConfig {
+            kind: "shape".into(),
+            key: format!("shape:{}", shape.key()),
+            params: shape.clone(),
+            tags: vec![spec.name.clone()],
+        })
+        .collect();
+    let config_ids = store.upsert_configs(&configs).await?;
+    let solver = store
+        .upsert_solvers(&[NewSolver {
+            name: spec.name.clone(),
+            tunable: true,
+        }])
+        .await?
+        .remove(0);
+    let mut jobs = Vec::new();
+    for (shape, (config, _)) in spec.shapes.iter().zip(&config_ids) {
+        for (compile, run) in spec.candidates(shape) {
+            jobs.push(NewJob {
+                session: session.id,
+                config: *config,
+                solver: solver.id,
+                compile_step: steps::COMMAND_BUILD.into(),
+                eval_step: steps::COMMAND_RUN.into(),
+                build_key: spec.build_key(&compile),
+                compile_params: compile,
+                run_params: run,
+            });
+        }
+    }
+    let mut builds: Vec<&str> = jobs.iter().map(|j| j.build_key.as_str()).collect();
+    builds.sort_unstable();
+    builds.dedup();
+    let builds = builds.len();
+    let mut created = 0;
+    for chunk in jobs.chunks(2000) {
+        created += store.insert_jobs(chunk).await?;
+    }
+    Ok(Loaded {
+        session,
+        resumed,
+        jobs_total: jobs.len() as u64,
+        jobs_created: created,
+        builds,
+    })
+}

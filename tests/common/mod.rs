@@ -1,0 +1,74 @@
+//! Helpers for tests that run the real `shoal` binary in a temporary directory, as a user would.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use shoal_model::{FinalResult, SessionId};
+use shoal_store::{SqliteStore, Store};
+
+/// The repository root (tests live in `<root>/tests`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+pub fn fixture(rel: &str) -> PathBuf {
+    repo_root().join("tests/fixtures").join(rel)
+}
+
+/// A command for the `shoal` binary, run in `dir`, isolated from the user's settings.
+pub fn shoal(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    cmd.current_dir(dir)
+        .env_remove("SHOAL_DB_FILE")
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("shoal runs");
+    assert!(
+        out.status.success(),
+        "shoal failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The final results of the only session in a store file.
+pub fn final_results(db: &Path) -> Vec<FinalResult> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = SqliteStore::open(db).unwrap();
+        let sessions = store.sessions().await.unwrap();
+        assert_eq!(sessions.len(), 1, "one session expected");
+        store
+            .final_results(SessionId(sessions[0].id.0))
+            .await
+            .unwrap()
+    })
+}
+
+/// Number of result rows per job in a store file, straight from SQL: the acceptance query.
+pub fn result_rows_per_job(db: &Path) -> Vec<(i64, i64)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT j.id, COUNT(r.job_id) FROM job j LEFT JOIN result r ON r.job_id = j.id \
+             GROUP BY j.id ORDER BY j.id",
+        )
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
