@@ -21,16 +21,12 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
+    /// The store: a SQLite database file, created if missing.
+    #[arg(long, global = true, default_value = "shoal.db", env = "SHOAL_DB_FILE")]
+    pub db: PathBuf,
+
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Where the store is.
-#[derive(Debug, Args, Clone)]
-pub struct DbArgs {
-    /// The SQLite database file (created if missing).
-    #[arg(long, default_value = "shoal.db", env = "SHOAL_DB_FILE")]
-    pub db: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -53,19 +49,16 @@ pub enum Command {
         command: DbCommand,
     },
     /// List the sessions in the store with their progress.
-    Sessions(DbArgs),
+    Sessions,
     /// Show job counts per state for a session.
     Status {
-        #[command(flatten)]
-        db: DbArgs,
         /// Session id (default: the newest).
         #[arg(long)]
         session: Option<i64>,
     },
     /// Write a session's tuned table (CSV and JSON) into a directory.
     Export {
-        #[command(flatten)]
-        db: DbArgs,
+        /// Session id.
         #[arg(long)]
         session: i64,
         /// Output directory.
@@ -79,15 +72,13 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum DbCommand {
     /// Create the schema or bring it up to date.
-    Migrate(DbArgs),
+    Migrate,
 }
 
 #[derive(Debug, Args)]
 pub struct TuneArgs {
     /// The tuning spec (TOML): commands, parameters, rules, shapes, output parsing.
     pub spec: PathBuf,
-    #[command(flatten)]
-    pub db: DbArgs,
     /// Where to write tuned.csv and tuned.json (default: shoal-out/<spec name>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -106,21 +97,22 @@ pub struct TuneArgs {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let db = cli.db;
     match cli.command {
-        Command::Tune(args) => crate::tune::run(args).await,
+        Command::Tune(args) => crate::tune::run(args, &db).await,
         Command::Check { spec } => check(&spec),
         Command::Db {
-            command: DbCommand::Migrate(db),
+            command: DbCommand::Migrate,
         } => {
-            let store = open_store(&db.db).await?;
+            let store = open_store(&db).await?;
             let v = store.migrate().await?;
             println!("{}: schema version {v}", store.describe());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Sessions(db) => sessions(&db).await,
-        Command::Status { db, session } => status(&db, session).await,
-        Command::Export { db, session, out } => {
-            let store = open_migrated(&db.db).await?;
+        Command::Sessions => sessions(&db).await,
+        Command::Status { session } => status(&db, session).await,
+        Command::Export { session, out } => {
+            let store = open_migrated(&db).await?;
             let summary = shoal_actors::exporter::export(
                 &*store,
                 &SessionSpecs::new(),
@@ -184,8 +176,8 @@ fn check(spec_path: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn sessions(db: &DbArgs) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(&db.db).await?;
+async fn sessions(db: &Path) -> anyhow::Result<ExitCode> {
+    let store = open_migrated(db).await?;
     for s in store.sessions().await? {
         let counts = store.state_counts(s.id).await?;
         let total: u64 = counts.values().sum();
@@ -202,8 +194,8 @@ async fn sessions(db: &DbArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn status(db: &DbArgs, session: Option<i64>) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(&db.db).await?;
+async fn status(db: &Path, session: Option<i64>) -> anyhow::Result<ExitCode> {
+    let store = open_migrated(db).await?;
     let id = match session {
         Some(id) => SessionId(id),
         None => store

@@ -1,7 +1,7 @@
 //! `shoal tune`: one command from a spec to a tuned table, in the embedded mode.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,14 +19,14 @@ use shoal_store::Store;
 
 use crate::cli::{open_migrated, TuneArgs};
 
-pub async fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     // Everything about the spec is checked before anything is written.
     let spec = Arc::new(shoal_backend::spec::load(&args.spec)?);
     for w in &spec.warnings {
         tracing::warn!("{w}");
     }
     let stop = crate::signals::install()?;
-    let store = open_migrated(&args.db.db).await?;
+    let store = open_migrated(db).await?;
     let device = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
     let identity = crate::load::session_for(&spec, &device, &args.reason, args.max_retries);
     let loaded = crate::load::load(&*store, &spec, &identity).await?;
@@ -64,7 +64,7 @@ pub async fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from("shoal-out").join(&spec.name));
 
     let work_dir = args.work_dir.clone().unwrap_or_else(|| {
-        let mut p = args.db.db.clone().into_os_string();
+        let mut p = db.as_os_str().to_owned();
         p.push(".work");
         PathBuf::from(p)
     });

@@ -1,3 +1,4 @@
+//! Unit tests of spec loading: messages that name file, line and field; candidates; build keys.
 use std::path::{Path, PathBuf};
 
 use shoal_model::Params;
