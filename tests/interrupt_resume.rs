@@ -9,16 +9,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 fn start(dir: &Path) -> Child {
-    let spec = common::fixture("sleepy/spec.toml");
-    common::shoal(dir)
-        .args([
-            "tune",
-            spec.to_str().unwrap(),
-            "--db",
-            "t.db",
-            "--out",
-            "out",
-        ])
+    common::tune(dir, "sleepy/spec.toml")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -48,15 +39,7 @@ fn wait_for_results(db: &Path, n: usize, child: &mut Child) {
 }
 
 fn finish_and_check(dir: &Path) {
-    let spec = common::fixture("sleepy/spec.toml");
-    let out = common::run_ok(common::shoal(dir).args([
-        "tune",
-        spec.to_str().unwrap(),
-        "--db",
-        "t.db",
-        "--out",
-        "out",
-    ]));
+    let out = common::run_ok(&mut common::tune(dir, "sleepy/spec.toml"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("resumed"));
     let per_job = common::result_rows_per_job(&dir.join("t.db"));
     assert_eq!(per_job.len(), 60);

@@ -9,19 +9,7 @@ use shoal_model::{FailureKind, JobState, Outcome};
 #[test]
 fn every_fault_is_recorded_with_its_kind_and_tuning_completes() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = common::fixture("faulty/spec.toml");
-    let out = common::run_ok(
-        common::shoal(dir.path())
-            .args([
-                "tune",
-                spec.to_str().unwrap(),
-                "--db",
-                "t.db",
-                "--out",
-                "out",
-            ])
-            .args(["-j", "2"]),
-    );
+    let out = common::run_ok(common::tune(dir.path(), "faulty/spec.toml").args(["-j", "2"]));
     let stdout = String::from_utf8_lossy(&out.stdout);
 
     let results = common::final_results(&dir.path().join("t.db"));
@@ -79,14 +67,7 @@ fn every_fault_is_recorded_with_its_kind_and_tuning_completes() {
     assert!(stdout.contains("crashed:1"), "{stdout}");
 
     // A second run finds everything done and redoes nothing.
-    let again = common::run_ok(common::shoal(dir.path()).args([
-        "tune",
-        spec.to_str().unwrap(),
-        "--db",
-        "t.db",
-        "--out",
-        "out",
-    ]));
+    let again = common::run_ok(&mut common::tune(dir.path(), "faulty/spec.toml"));
     assert!(String::from_utf8_lossy(&again.stderr).contains("resumed"));
     assert!(common::result_rows_per_job(&dir.path().join("t.db"))
         .iter()

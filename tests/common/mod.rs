@@ -29,6 +29,21 @@ pub fn shoal(dir: &Path) -> Command {
     cmd
 }
 
+/// `shoal tune <fixture spec> --db t.db --out out`, in `dir`.
+pub fn tune(dir: &Path, spec_fixture: &str) -> Command {
+    let spec = fixture(spec_fixture);
+    let mut cmd = shoal(dir);
+    cmd.args([
+        "tune",
+        spec.to_str().unwrap(),
+        "--db",
+        "t.db",
+        "--out",
+        "out",
+    ]);
+    cmd
+}
+
 pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("shoal runs");
     assert!(

@@ -13,7 +13,7 @@ use actix::prelude::*;
 use shoal_backend::command;
 use shoal_bus::{Bus, QueueOptions};
 use shoal_model::message::{CompileReply, Phase, ReplyBody};
-use shoal_model::{envelope, FailureKind, Message};
+use shoal_model::{FailureKind, Message};
 use shoal_store::Store;
 use tokio::sync::RwLock;
 
@@ -92,27 +92,13 @@ async fn compile_loop(
     let work_dir = cfg.work_dir.join(format!("compile-{slot}"));
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", work_dir.display())))?;
-    loop {
-        let next = tokio::select! {
-            d = consumer.next() => d,
-            _ = stop.triggered() => return Ok(()),
-        };
-        let Some(delivery) = next else { return Ok(()) };
-        let delivery = delivery?;
-        let req = match envelope::decode(&delivery.payload) {
-            Ok(Message::Compile(r)) => r,
-            Ok(_) => {
-                delivery
-                    .dead_letter("a compile queue got a message that is not a compile request")
-                    .await?;
-                continue;
-            }
-            Err(e) => {
-                tracing::error!(queue = %queue, error = %e, "undecodable compile request");
-                delivery.dead_letter(e.to_string()).await?;
-                continue;
-            }
-        };
+    while let Some((req, delivery)) =
+        crate::next_request(&mut *consumer, &mut stop, &queue, "compile", |m| match m {
+            Message::Compile(r) => Some(r),
+            _ => None,
+        })
+        .await?
+    {
         tracing::debug!(queue = %queue, slot, build = %req.build_key, "compile request received");
         let started = ReplyBody::Started {
             session: req.session,
@@ -182,6 +168,7 @@ async fn compile_loop(
         crate::publish(&*cfg.bus, &results, &Message::Reply(reply)).await?;
         delivery.ack().await?;
     }
+    Ok(())
 }
 
 pub(crate) fn first_line(s: &str) -> &str {

@@ -13,7 +13,7 @@ use actix::prelude::*;
 use shoal_backend::command::{self, ArtifactCache};
 use shoal_bus::{Bus, QueueOptions};
 use shoal_model::message::{EvalReply, Phase, ReplyBody};
-use shoal_model::{envelope, FailureKind, Message, Outcome};
+use shoal_model::{FailureKind, Message, Outcome};
 use shoal_store::Store;
 use tokio::sync::{watch, RwLock};
 
@@ -94,25 +94,14 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
                 _ = stop.triggered() => return Ok(()),
             }
         }
-        let next = tokio::select! {
-            d = consumer.next() => d,
-            _ = stop.triggered() => return Ok(()),
-        };
-        let Some(delivery) = next else { return Ok(()) };
-        let delivery = delivery?;
-        let req = match envelope::decode(&delivery.payload) {
-            Ok(Message::Eval(r)) => r,
-            Ok(_) => {
-                delivery
-                    .dead_letter("an eval queue got a message that is not an eval request")
-                    .await?;
-                continue;
-            }
-            Err(e) => {
-                tracing::error!(queue = %cfg.queue, error = %e, "undecodable eval request");
-                delivery.dead_letter(e.to_string()).await?;
-                continue;
-            }
+        let Some((req, delivery)) =
+            crate::next_request(&mut *consumer, &mut stop, &cfg.queue, "eval", |m| match m {
+                Message::Eval(r) => Some(r),
+                _ => None,
+            })
+            .await?
+        else {
+            return Ok(());
         };
         // Skip items the store has moved past (a duplicate from an expired lease): no reply is
         // needed, the Scheduler already holds a newer attempt.

@@ -55,3 +55,33 @@ pub(crate) async fn publish(
         .await?;
     Ok(())
 }
+
+/// The next request a worker should act on, or `None` when it should stop (stop signal or bus
+/// closed). Messages that are not requests of the expected kind — undecodable bytes, an unknown
+/// wire version, a message routed to the wrong queue — are dead-lettered with the reason and
+/// skipped: a bad message never stops a consumer.
+pub(crate) async fn next_request<T>(
+    consumer: &mut dyn shoal_bus::Consumer,
+    stop: &mut shutdown::Signal,
+    queue: &str,
+    expect: &str,
+    extract: impl Fn(shoal_model::Message) -> Option<T>,
+) -> Result<Option<(T, shoal_bus::Delivery)>, ActorError> {
+    loop {
+        let next = tokio::select! {
+            d = consumer.next() => d,
+            _ = stop.triggered() => return Ok(None),
+        };
+        let Some(delivery) = next else {
+            return Ok(None);
+        };
+        let delivery = delivery?;
+        let reason = match shoal_model::envelope::decode(&delivery.payload).map(&extract) {
+            Ok(Some(req)) => return Ok(Some((req, delivery))),
+            Ok(None) => format!("queue {queue} expects {expect} messages and got another kind"),
+            Err(e) => format!("undecodable message on {queue}: {e}"),
+        };
+        tracing::error!(queue = %queue, reason = %reason, "dead-lettering a message");
+        delivery.dead_letter(reason).await?;
+    }
+}
