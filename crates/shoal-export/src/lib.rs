@@ -302,6 +302,7 @@ mod tests {
                     time_us: t,
                     samples_us: vec![t],
                     workspace: 0,
+                    details: Default::default(),
                 })
             }),
             failure: fail,

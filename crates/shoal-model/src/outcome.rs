@@ -1,6 +1,7 @@
 //! What an attempt produced: a measurement, or a failure of a named kind.
 
 use serde::{Deserialize, Serialize};
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -83,6 +84,9 @@ pub struct Measurement {
     pub samples_us: Vec<f64>,
     /// Workspace bytes the solution needs (MIOpen); 0 when not applicable.
     pub workspace: u64,
+    /// What else the backend learned about this candidate, by name: for MIOpen the solver's
+    /// tuned performance config (`params`), the algorithm name and the kernels it used.
+    pub details: crate::Params,
 }
 
 /// What one attempt ended with.

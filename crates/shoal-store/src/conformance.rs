@@ -186,6 +186,7 @@ pub fn measured(w: &World, job: JobId, attempt: u32, time_us: f64) -> ResultRow 
             time_us,
             samples_us: vec![time_us, time_us + 1.0, time_us - 0.5],
             workspace: 4096,
+            details: Params(vec![("params".into(), "16,16,4".into())]),
         }),
         worker: "host-a/gpu0".to_string(),
         device: "NVIDIA H100".to_string(),

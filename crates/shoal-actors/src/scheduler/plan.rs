@@ -232,6 +232,7 @@ mod tests {
                     time_us: 3.0,
                     samples_us: vec![3.0],
                     workspace: 0,
+                    details: Default::default(),
                 }),
             )],
             worker: "w".into(),

@@ -269,5 +269,6 @@ pub async fn evaluate(
         time_us: spec.run.statistic.apply(&samples),
         samples_us: samples,
         workspace: 0,
+        details: Default::default(),
     })
 }

@@ -158,7 +158,12 @@ pub(crate) fn outcome_columns(outcome: &Outcome) -> Result<OutcomeColumns> {
             time_us: Some(m.time_us),
             samples: Some(to_json("result samples", &m.samples_us)?),
             workspace: Some(to_i64("result workspace", m.workspace)?),
-            detail: None,
+            // For a measurement, `detail` holds the backend's details as JSON (empty: NULL).
+            detail: if m.details.is_empty() {
+                None
+            } else {
+                Some(to_json("result details", &m.details)?)
+            },
         },
         Outcome::Failed { kind, detail } => OutcomeColumns {
             status: kind.as_str(),
@@ -184,10 +189,16 @@ pub(crate) fn outcome(row: &Row<'_>, base: usize) -> rusqlite::Result<Option<Out
         let samples: Vec<Option<f64>> = json(row, base + 2)?;
         let workspace: i64 = row.get(base + 3)?;
         let workspace = u64::try_from(workspace).map_err(|e| conversion(base + 3, e))?;
+        let details: Option<String> = row.get(base + 4)?;
+        let details = match details {
+            Some(text) => serde_json::from_str(&text).map_err(|e| conversion(base + 4, e))?,
+            None => Default::default(),
+        };
         Ok(Some(Outcome::Measured(Measurement {
             time_us: time_us.unwrap_or(f64::NAN),
             samples_us: samples.into_iter().map(|s| s.unwrap_or(f64::NAN)).collect(),
             workspace,
+            details,
         })))
     } else {
         let kind: FailureKind = status.parse().map_err(|e: String| conversion(base, e))?;
