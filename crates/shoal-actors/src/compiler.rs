@@ -10,15 +10,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use shoal_backend::command;
+use shoal_backend::RunContext;
 use shoal_bus::{Bus, QueueOptions};
 use shoal_model::message::{CompileReply, Phase, ReplyBody};
 use shoal_model::{FailureKind, Message};
 use shoal_store::Store;
 use tokio::sync::RwLock;
 
+use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
-use crate::specs::SessionSpecs;
 use crate::supervise::{supervise, Backoff};
 use crate::ActorError;
 
@@ -29,7 +29,7 @@ use crate::ActorError;
 pub struct CompilerConfig {
     pub store: Arc<dyn Store>,
     pub bus: Arc<dyn Bus>,
-    pub specs: SessionSpecs,
+    pub backends: SessionBackends,
     /// Queues to consume (from `Namespace::compile_queue`).
     pub queues: Vec<String>,
     pub slots: usize,
@@ -110,11 +110,13 @@ async fn compile_loop(
 
         let t0 = Instant::now();
         let build = async {
-            let spec = match cfg.specs.get(&*cfg.store, req.session).await {
-                Ok(s) => s,
+            let backend = match cfg.backends.get(&*cfg.store, req.session).await {
+                Ok(b) => b,
                 Err(e) => return Err((FailureKind::Infrastructure, e.to_string())),
             };
-            let expected = spec.build_key(&req.compile_params);
+            let expected = backend
+                .build_key(&req.config_params, &req.compile_params)
+                .map_err(|e| (FailureKind::Infrastructure, e))?;
             if expected != req.build_key {
                 return Err((
                     FailureKind::Infrastructure,
@@ -128,7 +130,14 @@ async fn compile_loop(
                 Some(g) => Some(g.read().await),
                 None => None,
             };
-            let artifact = command::build(&spec, &req.compile_params, &work_dir).await?;
+            let ctx = RunContext {
+                work_dir: &work_dir,
+                cpu: None,
+                gpu_index: None,
+            };
+            let artifact = backend
+                .build(&req.config_params, &req.compile_params, &ctx)
+                .await?;
             cfg.store
                 .put_artifact(&artifact.hash, &artifact.packed)
                 .await

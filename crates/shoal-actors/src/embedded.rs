@@ -13,17 +13,17 @@ use std::time::Duration;
 use actix::prelude::*;
 use shoal_bus::Bus;
 use shoal_gpu::{Device, DeviceKind};
-use shoal_model::{steps, SessionId};
+use shoal_model::SessionId;
 use shoal_store::Store;
 use tokio::sync::RwLock;
 
+use crate::backends::SessionBackends;
 use crate::compiler::{Compiler, CompilerConfig};
 use crate::evaluator::{Evaluator, EvaluatorConfig};
 use crate::exporter::Exporter;
 use crate::monitor::GpuMonitor;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::shutdown::{self, Drain, Trigger};
-use crate::specs::SessionSpecs;
 use crate::ActorError;
 
 /// How to run one session in this process.
@@ -56,7 +56,7 @@ pub struct Embedded {
 pub async fn start(
     store: Arc<dyn Store>,
     bus: Arc<dyn Bus>,
-    specs: SessionSpecs,
+    backends: SessionBackends,
     opts: EmbeddedOptions,
 ) -> Result<Embedded, ActorError> {
     let session = store
@@ -109,20 +109,21 @@ pub async fn start(
     Scheduler::new(
         store.clone(),
         bus.clone(),
-        specs.clone(),
+        backends.clone(),
         sched_cfg,
         scheduler_signal,
         scheduler_drain.guard(),
     )
     .start();
 
+    let (compile_step, eval_step) = backends.get(&*store, opts.session).await?.steps();
     let ns = bus.namespace().clone();
     Compiler::new(
         CompilerConfig {
             store: store.clone(),
             bus: bus.clone(),
-            specs: specs.clone(),
-            queues: vec![ns.compile_queue(steps::COMMAND_BUILD, &session.info.arch)],
+            backends: backends.clone(),
+            queues: vec![ns.compile_queue(compile_step, &session.info.arch)],
             slots: compile_slots,
             work_dir: opts.work_dir.clone(),
             worker: format!("{}/compiler", opts.host),
@@ -138,10 +139,11 @@ pub async fn start(
         EvaluatorConfig {
             store: store.clone(),
             bus: bus.clone(),
-            specs: specs.clone(),
-            queue: ns.eval_queue(steps::COMMAND_RUN, &device.arch, device.num_cu),
+            backends: backends.clone(),
+            queue: ns.eval_queue(eval_step, &device.arch, device.num_cu),
             device: device.id.clone(),
             pin_cpu: on_cpu.then(|| cores.saturating_sub(1)),
+            gpu_index: device.visible_index,
             work_dir: opts.work_dir.clone(),
             worker: format!("{}/evaluator[{}]", opts.host, device.id),
             cpu_gate,
@@ -153,7 +155,7 @@ pub async fn start(
     )
     .start();
 
-    let exporter = Exporter::new(store.clone(), specs).start();
+    let exporter = Exporter::new(store.clone(), backends).start();
     Ok(Embedded {
         store,
         session: opts.session,

@@ -10,15 +10,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use shoal_backend::command::{self, ArtifactCache};
+use shoal_backend::command::ArtifactCache;
+use shoal_backend::{EvalInput, RunContext};
 use shoal_bus::{Bus, QueueOptions};
 use shoal_model::message::{EvalReply, Phase, ReplyBody};
 use shoal_model::{FailureKind, Message, Outcome};
 use shoal_store::Store;
 use tokio::sync::{watch, RwLock};
 
+use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
-use crate::specs::SessionSpecs;
 use crate::supervise::{supervise, Backoff};
 use crate::ActorError;
 
@@ -26,13 +27,15 @@ use crate::ActorError;
 pub struct EvaluatorConfig {
     pub store: Arc<dyn Store>,
     pub bus: Arc<dyn Bus>,
-    pub specs: SessionSpecs,
+    pub backends: SessionBackends,
     /// The eval queue of this device (from `Namespace::eval_queue`).
     pub queue: String,
     /// Device id for replies and health (`cpu`, `amdgpu0`).
     pub device: String,
     /// Pin every run to this CPU core.
     pub pin_cpu: Option<usize>,
+    /// The GPU this Evaluator owns, made visible to its children alone.
+    pub gpu_index: Option<u32>,
     pub work_dir: PathBuf,
     pub worker: String,
     pub cpu_gate: Option<Arc<RwLock<()>>>,
@@ -83,6 +86,9 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
     let cache_dir = cfg.work_dir.join("artifacts");
     let cache = ArtifactCache::new(cache_dir.clone())
         .map_err(|e| ActorError::Other(format!("artifact cache {}: {e}", cache_dir.display())))?;
+    let eval_dir = cfg.work_dir.join(format!("eval-{}", cfg.device));
+    std::fs::create_dir_all(&eval_dir)
+        .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", eval_dir.display())))?;
     let mut healthy = cfg.healthy.clone();
     let mut consumer = cfg.bus.consume(&cfg.queue, 1).await?;
     loop {
@@ -129,26 +135,29 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
 
         let work = async {
             let mut outcomes = Vec::with_capacity(items.len());
-            let spec = cfg.specs.get(&*cfg.store, req.session).await;
+            let backend = cfg.backends.get(&*cfg.store, req.session).await;
+            let ctx = RunContext {
+                work_dir: &eval_dir,
+                cpu: cfg.pin_cpu,
+                gpu_index: cfg.gpu_index,
+            };
             for item in &items {
-                let outcome = match &spec {
+                let outcome = match &backend {
                     Err(e) => Outcome::failed(FailureKind::Infrastructure, e.to_string()),
-                    Ok(spec) => match fetch(&cfg, &cache, &item.artifact).await {
+                    Ok(backend) => match fetch(&cfg, &cache, &item.artifact).await {
                         Err(e) => Outcome::failed(FailureKind::Infrastructure, e),
                         Ok(path) => {
                             let _exclusive = match &cfg.cpu_gate {
                                 Some(g) => Some(g.write().await),
                                 None => None,
                             };
-                            command::evaluate(
-                                spec,
-                                &path,
-                                &item.config_params,
-                                &item.compile_params,
-                                &item.run_params,
-                                cfg.pin_cpu,
-                            )
-                            .await
+                            let input = EvalInput {
+                                config: &item.config_params,
+                                compile: &item.compile_params,
+                                run: &item.run_params,
+                                artifact: &path,
+                            };
+                            backend.evaluate(input, &ctx).await
                         }
                     },
                 };

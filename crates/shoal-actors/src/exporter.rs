@@ -9,17 +9,17 @@ use shoal_export::{TableContext, TunedRow};
 use shoal_model::{Params, SessionId};
 use shoal_store::Store;
 
-use crate::specs::SessionSpecs;
+use crate::backends::SessionBackends;
 use crate::ActorError;
 
 pub struct Exporter {
     store: Arc<dyn Store>,
-    specs: SessionSpecs,
+    backends: SessionBackends,
 }
 
 impl Exporter {
-    pub fn new(store: Arc<dyn Store>, specs: SessionSpecs) -> Self {
-        Exporter { store, specs }
+    pub fn new(store: Arc<dyn Store>, backends: SessionBackends) -> Self {
+        Exporter { store, backends }
     }
 }
 
@@ -49,15 +49,15 @@ impl Handler<Export> for Exporter {
 
     fn handle(&mut self, msg: Export, _ctx: &mut Self::Context) -> Self::Result {
         let store = self.store.clone();
-        let specs = self.specs.clone();
-        Box::pin(async move { export(&*store, &specs, msg.session, &msg.out_dir).await })
+        let backends = self.backends.clone();
+        Box::pin(async move { export(&*store, &backends, msg.session, &msg.out_dir).await })
     }
 }
 
 /// The export itself, usable without an actor (the `shoal export` command).
 pub async fn export(
     store: &dyn Store,
-    specs: &SessionSpecs,
+    backends: &SessionBackends,
     session: SessionId,
     out_dir: &std::path::Path,
 ) -> Result<ExportSummary, ActorError> {
@@ -65,7 +65,7 @@ pub async fn export(
         .session(session)
         .await?
         .ok_or(ActorError::UnknownSession(session))?;
-    let spec = specs.get(store, session).await?;
+    let spec = backends.spec(store, session).await?;
     let results = store.final_results(session).await?;
     let flops = |shape: &Params| spec.flops(shape);
     let ctx = TableContext {

@@ -12,6 +12,7 @@
 //! - A fault in tuned code ends a child process and becomes an outcome; it never stops an actor.
 //!   A failure of the machinery restarts the failing loop with backoff ([`supervise`]).
 
+pub mod backends;
 pub mod compiler;
 pub mod embedded;
 pub mod evaluator;
@@ -19,7 +20,6 @@ pub mod exporter;
 pub mod monitor;
 pub mod scheduler;
 pub mod shutdown;
-pub mod specs;
 pub mod supervise;
 
 use shoal_model::SessionId;

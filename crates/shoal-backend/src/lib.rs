@@ -14,8 +14,14 @@
 //! - [`command`] — the command backend's two steps: [`command::build`] (one artifact per
 //!   compile-time parameter set, content-addressed and compressed) and [`command::evaluate`]
 //!   (warm-up and timed runs of one candidate on one shape).
+//! - [`miopen`] — the MIOpen backend: MIOpen's `fin`, run per (config, solver).
+//! - [`session`] — [`SessionBackend`], what the actors call whatever the backend is.
 
 pub mod command;
 pub mod expr;
+pub mod miopen;
 pub mod process;
+pub mod session;
 pub mod spec;
+
+pub use session::{EvalInput, RunContext, SessionBackend};

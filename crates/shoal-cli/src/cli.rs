@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use shoal_actors::specs::SessionSpecs;
+use shoal_actors::backends::SessionBackends;
 use shoal_model::{JobState, SessionId};
 use shoal_store::{SqliteStore, Store};
 
@@ -56,7 +56,8 @@ pub enum Command {
         #[arg(long)]
         session: Option<i64>,
     },
-    /// Write a session's tuned table (CSV and JSON) into a directory.
+    /// Write a session's results into a directory: the tuned table (CSV and JSON) of a
+    /// command-backend session, or MIOpen's databases of a MIOpen session.
     Export {
         /// Session id.
         #[arg(long)]
@@ -64,9 +65,55 @@ pub enum Command {
         /// Output directory.
         #[arg(short = 'o', long)]
         out: PathBuf,
+        /// MIOpen: write the find db `<base>.HIP.fdb.txt`.
+        #[arg(long)]
+        find_db: bool,
+        /// MIOpen: write the perf db, SQLite `<base>.db` and text `<base>.db.txt`.
+        #[arg(long)]
+        perf_db: bool,
+        /// MIOpen: write the kernel db `<base>.kdb`.
+        #[arg(long)]
+        kern_db: bool,
     },
     /// List the devices this host can evaluate on, as the GpuMonitor sees them.
     Devices,
+    /// Import MIOpenDriver command lines as configs with a tag (deduplicated).
+    ///
+    /// Accepts conv, convfp16, convbfp16 and convint8 lines, short and long flags, 2-D and 3-D,
+    /// layouts and groups, prefixes such as `miopenConvolutionForward: ./bin/MIOpenDriver …`, and
+    /// find-db keys. A line with no -F takes its direction from the API name in its prefix, else
+    /// is expanded into all three directions; -F 0 means all three. Lines for other primitives
+    /// are counted and skipped. A line that cannot be parsed is reported as file:line, and then
+    /// nothing is written unless --skip-bad is given.
+    ImportConfigs(crate::miopen::ImportArgs),
+    /// MIOpen tools.
+    Miopen {
+        #[command(subcommand)]
+        command: crate::miopen::MiopenCommand,
+    },
+    /// MIOpen solvers.
+    Solvers {
+        #[command(subcommand)]
+        command: crate::miopen::SolversCommand,
+    },
+    /// MIOpen tuning sessions.
+    Session {
+        #[command(subcommand)]
+        command: crate::miopen::SessionCommand,
+    },
+    /// Which MIOpen solvers apply to which configs.
+    Applicability {
+        #[command(subcommand)]
+        command: crate::miopen::ApplicabilityCommand,
+    },
+    /// Tuning jobs.
+    Jobs {
+        #[command(subcommand)]
+        command: crate::miopen::JobsCommand,
+    },
+    /// Run a session's jobs to the end in this process (compile, evaluate, record), resuming
+    /// whatever an earlier run left.
+    Run(crate::miopen::RunArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,11 +158,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Sessions => sessions(&db).await,
         Command::Status { session } => status(&db, session).await,
-        Command::Export { session, out } => {
+        Command::Export {
+            session,
+            out,
+            find_db,
+            perf_db,
+            kern_db,
+        } => {
             let store = open_migrated(&db).await?;
+            let info = store
+                .session(SessionId(session))
+                .await?
+                .with_context(|| format!("session {session} is not in the store"))?;
+            if info.info.backend == "miopen" {
+                let which = crate::miopen::export::Which {
+                    find_db,
+                    perf_db,
+                    kern_db,
+                };
+                return crate::miopen::export::export(&*store, &info, &out, which).await;
+            }
             let summary = shoal_actors::exporter::export(
                 &*store,
-                &SessionSpecs::new(),
+                &SessionBackends::default(),
                 SessionId(session),
                 &out,
             )
@@ -138,6 +203,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::ImportConfigs(args) => crate::miopen::import_configs(args, &db).await,
+        Command::Miopen { command } => crate::miopen::miopen(command).await,
+        Command::Solvers {
+            command: crate::miopen::SolversCommand::Update { fin, builtin },
+        } => crate::miopen::fin_steps::solvers_update(&db, fin, builtin).await,
+        Command::Session { command } => crate::miopen::session(command, &db).await,
+        Command::Applicability {
+            command: crate::miopen::ApplicabilityCommand::Update { session, tag, fin },
+        } => crate::miopen::fin_steps::applicability_update(&db, session, &tag, fin).await,
+        Command::Jobs { command } => crate::miopen::jobs(command, &db).await,
+        Command::Run(args) => crate::miopen::fin_steps::run(args, &db).await,
     }
 }
 

@@ -7,6 +7,8 @@
 mod cli;
 mod load;
 mod logging;
+mod miopen;
+mod run;
 mod signals;
 mod tune;
 

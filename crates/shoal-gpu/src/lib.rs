@@ -18,6 +18,10 @@ pub enum DeviceKind {
     Cpu,
     AmdGpu,
     NvidiaGpu,
+    /// A GPU that is not there, declared with `SHOAL_TEST_FAKE_GPU=<arch>:<units>` so that tests
+    /// on machines without one can run the GPU path against a stand-in tool (MIOpen's `fin`
+    /// stand-in). A test double: never set it on a real host.
+    TestDouble,
 }
 
 /// One device that can evaluate candidates.
@@ -62,11 +66,38 @@ impl SystemRoot {
     }
 }
 
-/// Every device this host can evaluate on: the CPU always, then the GPUs found.
+/// Every device this host can evaluate on: the CPU always, then the GPUs found, then the test
+/// double declared by `SHOAL_TEST_FAKE_GPU`, if any.
 pub fn discover(root: &SystemRoot) -> Vec<Device> {
     let mut devices = vec![cpu_device(root)];
     devices.extend(amd_gpus(root));
+    if let Ok(spec) = std::env::var("SHOAL_TEST_FAKE_GPU") {
+        match test_double(&spec) {
+            Some(d) => devices.push(d),
+            None => {
+                tracing::warn!(value = %spec, "SHOAL_TEST_FAKE_GPU must be <arch>:<units>, e.g. gfx90a:110; ignored")
+            }
+        }
+    }
     devices
+}
+
+/// The test-double GPU of `SHOAL_TEST_FAKE_GPU=<arch>:<units>`.
+pub fn test_double(spec: &str) -> Option<Device> {
+    let (arch, units) = spec.split_once(':')?;
+    let num_cu: u32 = units.parse().ok()?;
+    if arch.is_empty() || num_cu == 0 {
+        return None;
+    }
+    Some(Device {
+        id: "fakegpu0".into(),
+        kind: DeviceKind::TestDouble,
+        name: format!("test double {arch} (SHOAL_TEST_FAKE_GPU)"),
+        arch: arch.to_string(),
+        num_cu,
+        memory_bytes: 0,
+        visible_index: Some(0),
+    })
 }
 
 /// The CPU as a device. Its architecture is the machine architecture (`x86_64`, `aarch64`).
@@ -197,6 +228,12 @@ pub fn probe(root: &SystemRoot, device: &Device) -> Health {
                 busy_percent: None,
             }
         }
+        DeviceKind::TestDouble => Health {
+            healthy: true,
+            detail: "test double".into(),
+            temperature_c: None,
+            busy_percent: None,
+        },
         DeviceKind::NvidiaGpu => Health {
             healthy: true,
             detail: "no probe for NVIDIA devices in this build".into(),
@@ -246,6 +283,16 @@ mod tests {
         assert!(probe(&root, &devs[1]).healthy);
         std::fs::remove_dir_all(nodes.join("1")).unwrap();
         assert!(!probe(&root, &devs[1]).healthy);
+    }
+
+    #[test]
+    fn a_test_double_gpu_is_declared_by_arch_and_units() {
+        let d = test_double("gfx90a:110").unwrap();
+        assert_eq!((d.arch.as_str(), d.num_cu), ("gfx90a", 110));
+        assert_eq!(d.kind, DeviceKind::TestDouble);
+        assert!(test_double("gfx90a").is_none());
+        assert!(test_double("gfx90a:x").is_none());
+        assert!(test_double(":4").is_none());
     }
 
     #[test]

@@ -6,6 +6,12 @@
 //! pure functions checked against the test vectors of `shared/reference/miopen-formats.md`; the
 //! database writers are the only code here that touches files.
 
+pub mod driver;
+pub mod export;
+pub mod fin;
+pub mod keys;
+pub mod naming;
 pub mod problem;
+pub mod solvers;
 
 pub use problem::{ConvConfig, ConvMode, DataType, Direction, PadMode};

@@ -67,6 +67,7 @@ mod tests {
             session: SessionId(7),
             step: "command_build".into(),
             build_key: "abc".into(),
+            config_params: Params::new(),
             compile_params: p,
             jobs: vec![JobRef {
                 job: JobId(42),

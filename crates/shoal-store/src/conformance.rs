@@ -48,6 +48,7 @@ macro_rules! store_conformance_tests {
             sessions_round_trip_and_find,
             configs_dedup_and_tags,
             solvers_upsert_is_idempotent,
+            applicability_round_trip_and_replace,
             insert_jobs_is_idempotent,
             jobs_in_state_orders_by_build_key_and_limits,
             happy_path_increments_attempts_and_keeps_artifact,

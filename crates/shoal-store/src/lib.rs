@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use shoal_model::{
     Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
-    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, Transition, TransitionError,
+    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, SolverId, Transition,
+    TransitionError,
 };
 
 pub use sqlite::SqliteStore;
@@ -152,6 +153,19 @@ pub trait Store: Send + Sync + 'static {
     /// Inserts solvers whose name is new; returns every solver's id in input order.
     async fn upsert_solvers(&self, solvers: &[NewSolver]) -> Result<Vec<Solver>>;
     async fn solvers(&self) -> Result<Vec<Solver>>;
+
+    /// Records which solvers apply to which configs in a session (replacing earlier answers).
+    async fn set_applicability(
+        &self,
+        session: SessionId,
+        rows: &[(ConfigId, SolverId, bool)],
+    ) -> Result<()>;
+    /// The solvers recorded as applicable to a config in a session, in id order.
+    async fn applicable_solvers(
+        &self,
+        session: SessionId,
+        config: ConfigId,
+    ) -> Result<Vec<SolverId>>;
 
     /// Inserts jobs that do not exist yet (by session, config, solver, steps and candidate);
     /// returns how many were created. Existing jobs are left exactly as they are.

@@ -145,6 +145,7 @@ impl Inner {
                             session: session_id,
                             step: j.compile_step.clone(),
                             build_key: j.build_key.clone(),
+                            config_params: self.config(j.config).await?.params,
                             compile_params: j.compile_params.clone(),
                             jobs: vec![r],
                         }),

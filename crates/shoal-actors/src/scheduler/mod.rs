@@ -25,8 +25,8 @@ use shoal_model::{envelope, Config, ConfigId, Message, Session, SessionId, Trans
 use shoal_store::{Batch, Change, Store};
 use tokio::sync::Notify;
 
+use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
-use crate::specs::SessionSpecs;
 use crate::supervise::{supervise, Backoff};
 use crate::{now_ms, ActorError};
 use plan::{plan_reply, Leases};
@@ -79,7 +79,7 @@ pub struct Scheduler {
 struct Inner {
     store: Arc<dyn Store>,
     bus: Arc<dyn Bus>,
-    specs: SessionSpecs,
+    backends: SessionBackends,
     config: SchedulerConfig,
     /// Wakes dispatch when replies freed capacity.
     wake: Notify,
@@ -95,7 +95,7 @@ impl Scheduler {
     pub fn new(
         store: Arc<dyn Store>,
         bus: Arc<dyn Bus>,
-        specs: SessionSpecs,
+        backends: SessionBackends,
         config: SchedulerConfig,
         stop: Signal,
         guard: DrainGuard,
@@ -104,7 +104,7 @@ impl Scheduler {
             inner: Arc::new(Inner {
                 store,
                 bus,
-                specs,
+                backends,
                 config,
                 wake: Notify::new(),
                 sessions: Mutex::new(HashMap::new()),
@@ -290,12 +290,12 @@ impl Inner {
 
     /// Leases for started work, from the session's spec timeouts.
     async fn leases(&self, session: SessionId) -> Result<Leases, ActorError> {
-        let spec = self.specs.get(&*self.store, session).await?;
+        let backend = self.backends.get(&*self.store, session).await?;
+        let (build, eval) = backend.time_limits();
         let now = now_ms();
         let margin = 60_000;
-        let build = spec.build.timeout.as_millis() as i64;
-        let runs = (spec.run.warmup + spec.run.repeat).max(1) as i64;
-        let eval = spec.run.timeout.as_millis() as i64 * runs * self.config.eval_batch as i64;
+        let build = build.as_millis() as i64;
+        let eval = eval.as_millis() as i64 * self.config.eval_batch as i64;
         Ok(Leases {
             compile_started_ms: now + build + margin,
             eval_started_ms: now + eval + margin,

@@ -180,6 +180,70 @@ pub async fn solvers_upsert_is_idempotent(store: &dyn Store) {
     );
 }
 
+pub async fn applicability_round_trip_and_replace(store: &dyn Store) {
+    let w = world(store).await;
+    let more = store
+        .upsert_solvers(&[
+            NewSolver {
+                name: "winograd".to_string(),
+                tunable: false,
+            },
+            NewSolver {
+                name: "direct".to_string(),
+                tunable: true,
+            },
+        ])
+        .await
+        .unwrap();
+    let (wino, direct) = (more[0].id, more[1].id);
+    assert!(store
+        .applicable_solvers(w.session, w.config)
+        .await
+        .unwrap()
+        .is_empty());
+    store
+        .set_applicability(
+            w.session,
+            &[
+                (w.config, w.solver, true),
+                (w.config, wino, false),
+                (w.config, direct, true),
+            ],
+        )
+        .await
+        .unwrap();
+    let mut expected = vec![w.solver, direct];
+    expected.sort();
+    assert_eq!(
+        store.applicable_solvers(w.session, w.config).await.unwrap(),
+        expected
+    );
+    // A new answer replaces the old one.
+    store
+        .set_applicability(
+            w.session,
+            &[(w.config, direct, false), (w.config, wino, true)],
+        )
+        .await
+        .unwrap();
+    let mut expected = vec![w.solver, wino];
+    expected.sort();
+    assert_eq!(
+        store.applicable_solvers(w.session, w.config).await.unwrap(),
+        expected
+    );
+    // Another session sees nothing of it.
+    let other = store
+        .create_session(&sample_session("other"))
+        .await
+        .unwrap();
+    assert!(store
+        .applicable_solvers(other, w.config)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 pub async fn insert_jobs_is_idempotent(store: &dyn Store) {
     let w = world(store).await;
     let jobs = vec![new_job(&w, "16", "b16"), new_job(&w, "32", "b32"), {

@@ -30,14 +30,20 @@ use async_trait::async_trait;
 use rusqlite::{Connection, TransactionBehavior};
 use shoal_model::{
     Config, ConfigId, FinalResult, Job, JobId, JobState, NewConfig, NewJob, NewSession, NewSolver,
-    ResultRow, Session, SessionId, Solver,
+    ResultRow, Session, SessionId, Solver, SolverId,
 };
 
 use crate::{Batch, BuildRecord, Result, Store, StoreError};
 use ops::Ctx;
 
 /// The migrations this build knows, in order: (version, SQL). Never edit a released one.
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../../../schemas/sqlite/0001_init.sql"))];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../../../../schemas/sqlite/0001_init.sql")),
+    (
+        2,
+        include_str!("../../../../schemas/sqlite/0002_applicability.sql"),
+    ),
+];
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -229,6 +235,30 @@ impl Store for SqliteStore {
 
     async fn solvers(&self) -> Result<Vec<Solver>> {
         self.run("listing solvers", |c| ops::solvers(c)).await
+    }
+
+    async fn set_applicability(
+        &self,
+        session: SessionId,
+        rows: &[(ConfigId, SolverId, bool)],
+    ) -> Result<()> {
+        let rows = rows.to_vec();
+        let now = now_ms();
+        self.run("recording applicability", move |c| {
+            ops::set_applicability(c, session, &rows, now)
+        })
+        .await
+    }
+
+    async fn applicable_solvers(
+        &self,
+        session: SessionId,
+        config: ConfigId,
+    ) -> Result<Vec<SolverId>> {
+        self.run("reading applicability", move |c| {
+            ops::applicable_solvers(c, session, config)
+        })
+        .await
     }
 
     async fn insert_jobs(&self, jobs: &[NewJob]) -> Result<u64> {

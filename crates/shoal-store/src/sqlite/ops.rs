@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use shoal_model::{
     Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
-    NewSession, NewSolver, ResultRow, Session, SessionId, Solver,
+    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, SolverId,
 };
 
 use super::queries as q;
@@ -157,6 +157,38 @@ pub(crate) fn solvers(conn: &Connection) -> Result<Vec<Solver>> {
     conn.prepare_cached(q::SOLVERS)
         .and_then(|mut st| st.query_map([], rows::solver)?.collect())
         .ctx("listing solvers")
+}
+
+pub(crate) fn set_applicability(
+    conn: &mut Connection,
+    session: SessionId,
+    rows: &[(ConfigId, SolverId, bool)],
+    now: i64,
+) -> Result<()> {
+    let what = "recording applicability";
+    let tx = begin(conn, what)?;
+    {
+        let mut upsert = tx.prepare_cached(q::UPSERT_APPLICABILITY).ctx(what)?;
+        for (config, solver, applicable) in rows {
+            upsert
+                .execute(params![session.0, config.0, solver.0, applicable, now])
+                .ctx(what)?;
+        }
+    }
+    tx.commit().ctx(what)
+}
+
+pub(crate) fn applicable_solvers(
+    conn: &Connection,
+    session: SessionId,
+    config: ConfigId,
+) -> Result<Vec<SolverId>> {
+    conn.prepare_cached(q::APPLICABLE_SOLVERS)
+        .and_then(|mut st| {
+            st.query_map(params![session.0, config.0], |r| Ok(SolverId(r.get(0)?)))?
+                .collect()
+        })
+        .ctx("reading applicability")
 }
 
 pub(crate) fn insert_jobs(conn: &mut Connection, jobs: &[NewJob], now: i64) -> Result<u64> {

@@ -69,6 +69,11 @@ pub(crate) const INSERT_SOLVER: &str =
 pub(crate) const SOLVER_BY_NAME: &str = "SELECT id, name, tunable FROM solver WHERE name = ?1";
 pub(crate) const SOLVERS: &str = "SELECT id, name, tunable FROM solver ORDER BY id";
 
+pub(crate) const UPSERT_APPLICABILITY: &str = "INSERT OR REPLACE INTO applicability \
+     (session_id, config_id, solver_id, applicable, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)";
+pub(crate) const APPLICABLE_SOLVERS: &str = "SELECT solver_id FROM applicability \
+     WHERE session_id = ?1 AND config_id = ?2 AND applicable = 1 ORDER BY solver_id";
+
 // ---- jobs ---------------------------------------------------------------------------------
 
 pub(crate) const INSERT_JOB: &str = "INSERT OR IGNORE INTO job (session_id, config_id, \
@@ -157,6 +162,7 @@ pub(crate) const HOT: &[(&str, &str)] = &[
     ("cas_update", CAS_UPDATE),
     ("final_results", FINAL_RESULTS),
     ("builds", BUILD),
+    ("applicable_solvers", APPLICABLE_SOLVERS),
     ("job", JOB),
     ("results", RESULTS),
     ("configs_with_tag", CONFIGS_WITH_TAG),

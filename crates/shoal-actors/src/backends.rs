@@ -1,0 +1,94 @@
+//! The backend of each session, built once per process from what the store registered for the
+//! session, and shared by every actor.
+//!
+//! Workers run only the commands of the spec stored with the session in the store (or MIOpen's
+//! `fin` configured on the worker), never a command string that arrives in a message: a request
+//! names a session and parameters, and this cache turns the session into its backend.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use shoal_backend::miopen::MiopenBackend;
+use shoal_backend::spec::{self, TuningSpec};
+use shoal_backend::SessionBackend;
+use shoal_model::SessionId;
+use shoal_store::Store;
+
+use crate::ActorError;
+
+/// Session → backend.
+#[derive(Clone)]
+pub struct SessionBackends {
+    cache: Arc<Mutex<HashMap<SessionId, SessionBackend>>>,
+    fin: PathBuf,
+}
+
+impl Default for SessionBackends {
+    fn default() -> Self {
+        Self::new(shoal_backend::session::default_fin_path())
+    }
+}
+
+impl SessionBackends {
+    /// `fin` is where MIOpen sessions find MIOpen's tuning handle on this host.
+    pub fn new(fin: PathBuf) -> Self {
+        SessionBackends {
+            cache: Arc::default(),
+            fin,
+        }
+    }
+
+    /// Registers a backend already built (the CLI that created the session has the spec).
+    pub fn insert(&self, session: SessionId, backend: SessionBackend) {
+        self.cache.lock().unwrap().insert(session, backend);
+    }
+
+    /// The backend of `session`, from the store on first use.
+    pub async fn get(
+        &self,
+        store: &dyn Store,
+        session: SessionId,
+    ) -> Result<SessionBackend, ActorError> {
+        if let Some(b) = self.cache.lock().unwrap().get(&session) {
+            return Ok(b.clone());
+        }
+        let info = store
+            .session(session)
+            .await?
+            .ok_or(ActorError::UnknownSession(session))?;
+        let backend = match info.info.backend.as_str() {
+            "command" => {
+                let parsed = spec::parse(&info.info.spec, Path::new(&info.info.spec_path))
+                    .map_err(|e| ActorError::Other(format!("session {session}: {e}")))?;
+                SessionBackend::Command(Arc::new(parsed))
+            }
+            "miopen" => SessionBackend::Miopen(Arc::new(MiopenBackend::new(
+                self.fin.clone(),
+                &info.info.arch,
+                info.info.num_cu,
+            ))),
+            other => {
+                return Err(ActorError::Other(format!(
+                    "session {session} uses backend `{other}`, which this build does not know"
+                )))
+            }
+        };
+        self.insert(session, backend.clone());
+        Ok(backend)
+    }
+
+    /// The tuning spec of a command-backend session.
+    pub async fn spec(
+        &self,
+        store: &dyn Store,
+        session: SessionId,
+    ) -> Result<Arc<TuningSpec>, ActorError> {
+        match self.get(store, session).await? {
+            SessionBackend::Command(spec) => Ok(spec),
+            SessionBackend::Miopen(_) => Err(ActorError::Other(format!(
+                "session {session} is a MIOpen session; it has no tuning spec"
+            ))),
+        }
+    }
+}

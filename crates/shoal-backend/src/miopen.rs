@@ -1,0 +1,337 @@
+//! The MIOpen backend: drives MIOpen's tuning handle `fin` (`fin -i in.json -o out.json`) for the
+//! perf-tuning steps, exactly as MITuna does, with one MIOpen user-db and cache directory per
+//! worker slot (never shared between concurrent fin processes) and `HIP_VISIBLE_DEVICES` per
+//! Evaluator.
+//!
+//! A job is one (config, solver). The compile step runs `miopen_perf_compile` for that solver and
+//! the artifact is fin's compile result for it (kernel objects included), stored by content hash;
+//! the eval step hands that result back to fin with `miopen_perf_eval` and reads the tuned
+//! performance config, time and workspace.
+//!
+//! fin needs ROCm and an AMD GPU. Where it cannot run, tests point `fin` at the stand-in
+//! (`crates/shoal-fin-standin`), which answers from recorded fixtures; nothing here knows the
+//! difference.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use shoal_miopen::fin::{self, CompiledSolver, FinJob};
+use shoal_miopen::ConvConfig;
+use shoal_model::{FailureKind, Measurement, Outcome, Params};
+
+use crate::command::{self, Artifact};
+use crate::process::{self, ChildEnd, ChildSpec};
+use crate::session::{EvalInput, RunContext};
+
+/// The compile and eval steps of MIOpen perf tuning.
+pub const PERF_COMPILE: &str = "miopen_perf_compile";
+pub const PERF_EVAL: &str = "miopen_perf_eval";
+
+/// MIOpen through fin, for one session's architecture.
+#[derive(Clone, Debug)]
+pub struct MiopenBackend {
+    pub fin: PathBuf,
+    pub arch: String,
+    pub num_cu: u32,
+    pub compile_timeout: Duration,
+    pub eval_timeout: Duration,
+}
+
+impl MiopenBackend {
+    pub fn new(fin: PathBuf, arch: &str, num_cu: u32) -> Self {
+        MiopenBackend {
+            fin,
+            arch: arch.to_string(),
+            num_cu,
+            compile_timeout: Duration::from_secs(1800),
+            eval_timeout: Duration::from_secs(600),
+        }
+    }
+
+    /// One build per (config, solver): the key hashes the step, the config's find-db key and the
+    /// solver name.
+    pub fn build_key(&self, config: &Params, compile: &Params) -> Result<String, String> {
+        let conv = ConvConfig::from_params(config)?;
+        let solver = solver_of(compile)?;
+        Ok(build_key(&conv, solver))
+    }
+
+    fn job(&self, conv: ConvConfig, solver: &str, steps: &[&str]) -> FinJob {
+        FinJob {
+            steps: steps.iter().map(|s| s.to_string()).collect(),
+            arch: self.arch.clone(),
+            num_cu: self.num_cu,
+            config_id: 0,
+            config: conv,
+            solvers: vec![solver.to_string()],
+            dynamic_only: false,
+            perf_compile_result: None,
+            find_compile_result: None,
+        }
+    }
+
+    /// `miopen_perf_compile` for one solver; the artifact is fin's compile result for it, kernel
+    /// objects included, as JSON.
+    pub async fn build(
+        &self,
+        config: &Params,
+        compile: &Params,
+        ctx: &RunContext<'_>,
+    ) -> Result<Artifact, (FailureKind, String)> {
+        let infra = |e: String| (FailureKind::Infrastructure, e);
+        let conv = ConvConfig::from_params(config).map_err(infra)?;
+        let solver = solver_of(compile).map_err(infra)?;
+        let input = fin::input_json(&[self.job(conv, solver, &[PERF_COMPILE])]);
+        let text = run_fin(&self.fin, &input, ctx, self.compile_timeout)
+            .await
+            .map_err(|e| match e.kind {
+                FailureKind::Timeout => (FailureKind::BuildTimeout, e.detail),
+                FailureKind::Infrastructure => (FailureKind::Infrastructure, e.detail),
+                _ => (FailureKind::BuildFailed, e.detail),
+            })?;
+        let out = fin::parse_output(&text)
+            .map_err(|e| (FailureKind::BuildFailed, format!("fin output: {e}")))?;
+        let result = out
+            .jobs
+            .first()
+            .and_then(|j| j.perf_compile.as_ref())
+            .and_then(|r| r.iter().find(|r| r.solver_name == solver))
+            .ok_or_else(|| {
+                (
+                    FailureKind::BuildFailed,
+                    format!("fin returned no miopen_perf_compile_result for {solver}"),
+                )
+            })?;
+        let reason = result.reason.clone().unwrap_or_default();
+        if !result.perf_compiled {
+            let kind = if reason == "Not Applicable" {
+                FailureKind::NotApplicable
+            } else {
+                FailureKind::BuildFailed
+            };
+            return Err((kind, format!("{solver}: {reason}")));
+        }
+        let artifact = serde_json::json!({
+            "solver_name": result.solver_name,
+            "perf_compiled": result.perf_compiled,
+            "kernel_objects": result.kernel_objects,
+        });
+        let raw = serde_json::to_vec(&artifact).map_err(|e| infra(e.to_string()))?;
+        Ok(command::pack(&raw))
+    }
+
+    /// `alloc_buf, fill_buf, miopen_perf_eval` with the compiled kernels; the measurement carries
+    /// the tuned performance config (`params`), the algorithm and the solver.
+    pub async fn evaluate(&self, input: EvalInput<'_>, ctx: &RunContext<'_>) -> Outcome {
+        match self.try_evaluate(input, ctx).await {
+            Ok(m) => Outcome::Measured(m),
+            Err((kind, detail)) => Outcome::failed(kind, detail),
+        }
+    }
+
+    async fn try_evaluate(
+        &self,
+        input: EvalInput<'_>,
+        ctx: &RunContext<'_>,
+    ) -> Result<Measurement, (FailureKind, String)> {
+        let infra = |e: String| (FailureKind::Infrastructure, e);
+        let conv = ConvConfig::from_params(input.config).map_err(infra)?;
+        let solver = solver_of(input.compile).map_err(infra)?;
+        let compiled = read_compiled(input.artifact).map_err(infra)?;
+        let mut job = self.job(conv, solver, &["alloc_buf", "fill_buf", PERF_EVAL]);
+        job.perf_compile_result = Some(vec![compiled]);
+        let text = run_fin(&self.fin, &fin::input_json(&[job]), ctx, self.eval_timeout)
+            .await
+            .map_err(|e| (e.kind, e.detail))?;
+        let out = fin::parse_output(&text)
+            .map_err(|e| (FailureKind::RunFailed, format!("fin output: {e}")))?;
+        let result = out
+            .jobs
+            .first()
+            .and_then(|j| j.perf_eval.as_ref())
+            .and_then(|r| r.iter().find(|r| r.solver_name == solver))
+            .ok_or_else(|| {
+                (
+                    FailureKind::RunFailed,
+                    format!("fin returned no miopen_perf_eval_result for {solver}"),
+                )
+            })?;
+        let reason = result.reason.clone().unwrap_or_default();
+        match (result.evaluated, result.time) {
+            (true, Some(ms)) if ms > 0.0 => {
+                let mut details = Params::new();
+                details.push("solver", solver);
+                details.push("params", result.params.clone().unwrap_or_default());
+                details.push("algorithm", result.algorithm.clone().unwrap_or_default());
+                Ok(Measurement {
+                    time_us: ms * 1000.0,
+                    samples_us: vec![ms * 1000.0],
+                    workspace: result.workspace.unwrap_or(0),
+                    details,
+                })
+            }
+            _ => Err((
+                if reason == "Not Applicable" {
+                    FailureKind::NotApplicable
+                } else {
+                    FailureKind::RunFailed
+                },
+                format!("{solver} was not evaluated: {reason}"),
+            )),
+        }
+    }
+}
+
+/// The compile result stored as a MIOpen job's artifact.
+pub fn read_compiled(path: &Path) -> Result<CompiledSolver, String> {
+    let text = std::fs::read(path).map_err(|e| format!("artifact {}: {e}", path.display()))?;
+    parse_compiled(&text).map_err(|e| format!("artifact {}: {e}", path.display()))
+}
+
+/// Parses the JSON written by [`MiopenBackend::build`].
+pub fn parse_compiled(bytes: &[u8]) -> Result<CompiledSolver, String> {
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        solver_name: String,
+        perf_compiled: bool,
+        kernel_objects: Vec<fin::KernelObject>,
+    }
+    let s: Stored = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    Ok(CompiledSolver {
+        solver_name: s.solver_name,
+        perf_compiled: s.perf_compiled,
+        kernel_objects: s.kernel_objects,
+    })
+}
+
+/// The build key of a (config, solver) perf compile.
+pub fn build_key(conv: &shoal_miopen::ConvConfig, solver: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(PERF_COMPILE.as_bytes());
+    h.update([0]);
+    h.update(shoal_miopen::keys::find_db_key(conv).as_bytes());
+    h.update([0]);
+    h.update(shoal_miopen::driver::driver_line(conv).as_bytes());
+    h.update([0]);
+    h.update(solver.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The solver a job tunes, from its compile parameters (`solver=<name>`).
+pub fn solver_of(compile: &Params) -> Result<&str, String> {
+    compile
+        .get("solver")
+        .ok_or_else(|| format!("compile parameters `{compile}` name no solver"))
+}
+
+/// Why a fin run produced no output to read.
+#[derive(Debug)]
+pub struct FinRunError {
+    pub kind: FailureKind,
+    pub detail: String,
+}
+
+/// The environment MITuna gives every fin (`get_envmt`), with this worker slot's own MIOpen
+/// user-db and cache directories, and the Evaluator's GPU alone visible.
+pub fn fin_env(ctx: &RunContext<'_>) -> std::io::Result<Vec<(String, String)>> {
+    let user_db = ctx.work_dir.join("miopen/config/miopen");
+    let cache = ctx.work_dir.join("miopen/cache");
+    std::fs::create_dir_all(&user_db)?;
+    std::fs::create_dir_all(&cache)?;
+    let mut env = vec![
+        ("MIOPEN_LOG_LEVEL".to_string(), "4".to_string()),
+        ("MIOPEN_SQLITE_KERN_CACHE".to_string(), "ON".to_string()),
+        (
+            "MIOPEN_DEBUG_IMPLICIT_GEMM_FIND_ALL_SOLUTIONS".to_string(),
+            "1".to_string(),
+        ),
+        ("MIOPEN_FIND_MODE".to_string(), "1".to_string()),
+        (
+            "MIOPEN_USER_DB_PATH".to_string(),
+            user_db.display().to_string(),
+        ),
+        (
+            "MIOPEN_CUSTOM_CACHE_DIR".to_string(),
+            cache.display().to_string(),
+        ),
+    ];
+    if let Some(gpu) = ctx.gpu_index {
+        env.push(("HIP_VISIBLE_DEVICES".to_string(), gpu.to_string()));
+    }
+    Ok(env)
+}
+
+/// Runs `fin -i in.json -o out.json` in its own process group with a timeout, in a fresh
+/// directory under the worker slot's directory, and returns the output file's text.
+pub async fn run_fin(
+    fin: &Path,
+    input: &str,
+    ctx: &RunContext<'_>,
+    timeout: Duration,
+) -> Result<String, FinRunError> {
+    let infra = |detail: String| FinRunError {
+        kind: FailureKind::Infrastructure,
+        detail,
+    };
+    std::fs::create_dir_all(ctx.work_dir)
+        .map_err(|e| infra(format!("creating {}: {e}", ctx.work_dir.display())))?;
+    let dir = tempfile::Builder::new()
+        .prefix("fin-")
+        .tempdir_in(ctx.work_dir)
+        .map_err(|e| {
+            infra(format!(
+                "temporary directory in {}: {e}",
+                ctx.work_dir.display()
+            ))
+        })?;
+    let in_path = dir.path().join("in.json");
+    let out_path = dir.path().join("out.json");
+    std::fs::write(&in_path, input)
+        .map_err(|e| infra(format!("writing {}: {e}", in_path.display())))?;
+    let mut spec = ChildSpec::new(
+        vec![
+            fin.display().to_string(),
+            "-i".into(),
+            in_path.display().to_string(),
+            "-o".into(),
+            out_path.display().to_string(),
+        ],
+        dir.path(),
+        timeout,
+    );
+    spec.env = fin_env(ctx).map_err(|e| infra(format!("MIOpen directories: {e}")))?;
+    spec.cpu = ctx.cpu;
+    let out = process::run(&spec)
+        .await
+        .map_err(|e| infra(format!("cannot start fin `{}`: {e}", fin.display())))?;
+    let tail = |s: &str| -> String {
+        let s = s.trim();
+        let start = s.len().saturating_sub(2000);
+        let start = (start..=s.len())
+            .find(|i| s.is_char_boundary(*i))
+            .unwrap_or(s.len());
+        s[start..].to_string()
+    };
+    match out.end {
+        ChildEnd::TimedOut => Err(FinRunError {
+            kind: FailureKind::Timeout,
+            detail: format!("fin ran past {} s and was killed", timeout.as_secs()),
+        }),
+        ChildEnd::Signaled { name, .. } => Err(FinRunError {
+            kind: FailureKind::Crashed,
+            detail: format!("fin was killed by {name}; stderr: {}", tail(&out.stderr)),
+        }),
+        ChildEnd::Exited(code) if code != 0 => Err(FinRunError {
+            kind: FailureKind::RunFailed,
+            detail: format!("fin exited with code {code}; stderr: {}", tail(&out.stderr)),
+        }),
+        ChildEnd::Exited(_) => std::fs::read_to_string(&out_path).map_err(|e| FinRunError {
+            kind: FailureKind::RunFailed,
+            detail: format!(
+                "fin wrote no readable output ({e}); stderr: {}",
+                tail(&out.stderr)
+            ),
+        }),
+    }
+}

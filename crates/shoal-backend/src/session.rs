@@ -1,0 +1,119 @@
+//! A session's backend: the one value the actors ask to compute build keys, build, and evaluate,
+//! whatever the backend is. The Compiler and Evaluator hold a `SessionBackend` per session and do
+//! not know whether it runs a spec's commands or MIOpen's `fin`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use shoal_model::{FailureKind, Outcome, Params};
+
+use crate::command::{self, Artifact};
+use crate::spec::TuningSpec;
+
+/// Where and on what a step runs.
+#[derive(Clone, Debug)]
+pub struct RunContext<'a> {
+    /// A directory of this worker slot alone (builds, MIOpen user-db and cache directories).
+    pub work_dir: &'a Path,
+    /// Pin runs to this CPU core (CPU evaluation).
+    pub cpu: Option<usize>,
+    /// The GPU to make visible to the child (`HIP_VISIBLE_DEVICES` / `CUDA_VISIBLE_DEVICES`).
+    pub gpu_index: Option<u32>,
+}
+
+/// One evaluation's inputs, as the Evaluator has them.
+#[derive(Clone, Copy, Debug)]
+pub struct EvalInput<'a> {
+    pub config: &'a Params,
+    pub compile: &'a Params,
+    pub run: &'a Params,
+    /// The compiled artifact, installed as a local file.
+    pub artifact: &'a Path,
+}
+
+/// The backend of one session.
+#[derive(Clone, Debug)]
+pub enum SessionBackend {
+    /// The command backend, with the spec registered for the session.
+    Command(Arc<TuningSpec>),
+    /// MIOpen through `fin`.
+    Miopen(Arc<crate::miopen::MiopenBackend>),
+}
+
+impl SessionBackend {
+    /// The build key of a compile-time parameter set for a problem. Jobs with equal keys share
+    /// one build; a worker recomputes it to check that its spec or sources match the loader's.
+    pub fn build_key(&self, config: &Params, compile: &Params) -> Result<String, String> {
+        match self {
+            SessionBackend::Command(spec) => Ok(spec.build_key(compile)),
+            SessionBackend::Miopen(m) => m.build_key(config, compile),
+        }
+    }
+
+    /// Builds one artifact.
+    pub async fn build(
+        &self,
+        config: &Params,
+        compile: &Params,
+        ctx: &RunContext<'_>,
+    ) -> Result<Artifact, (FailureKind, String)> {
+        match self {
+            SessionBackend::Command(spec) => command::build(spec, compile, ctx.work_dir).await,
+            SessionBackend::Miopen(m) => m.build(config, compile, ctx).await,
+        }
+    }
+
+    /// Evaluates one candidate on one problem.
+    pub async fn evaluate(&self, input: EvalInput<'_>, ctx: &RunContext<'_>) -> Outcome {
+        match self {
+            SessionBackend::Command(spec) => {
+                command::evaluate(
+                    spec,
+                    input.artifact,
+                    input.config,
+                    input.compile,
+                    input.run,
+                    ctx.cpu,
+                )
+                .await
+            }
+            SessionBackend::Miopen(m) => m.evaluate(input, ctx).await,
+        }
+    }
+
+    /// The longest a build and a single evaluation may take, for leases.
+    pub fn time_limits(&self) -> (Duration, Duration) {
+        match self {
+            SessionBackend::Command(spec) => {
+                let runs = (spec.run.warmup + spec.run.repeat).max(1);
+                (spec.build.timeout, spec.run.timeout * runs)
+            }
+            SessionBackend::Miopen(m) => (m.compile_timeout, m.eval_timeout),
+        }
+    }
+
+    /// The (compile, eval) steps of this backend's jobs; queue names are built from them.
+    pub fn steps(&self) -> (&'static str, &'static str) {
+        match self {
+            SessionBackend::Command(_) => (
+                shoal_model::steps::COMMAND_BUILD,
+                shoal_model::steps::COMMAND_RUN,
+            ),
+            SessionBackend::Miopen(_) => (crate::miopen::PERF_COMPILE, crate::miopen::PERF_EVAL),
+        }
+    }
+
+    /// The local path of an installed artifact keeps the name the backend wants (an executable
+    /// for commands, a JSON file for fin).
+    pub fn artifact_is_executable(&self) -> bool {
+        matches!(self, SessionBackend::Command(_))
+    }
+}
+
+/// Where to find MIOpen's `fin` on a worker: `--fin`, else `$SHOAL_FIN`, else ROCm's default.
+pub fn default_fin_path() -> PathBuf {
+    std::env::var_os("SHOAL_FIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/rocm/bin/fin"))
+}

@@ -1,0 +1,124 @@
+//! `shoal jobs load`: one perf-tuning job per (config with the tag, solver), for a MIOpen session.
+//! Loading is idempotent: jobs that exist are left as they are.
+
+use std::collections::HashSet;
+
+use anyhow::{bail, Context};
+use shoal_backend::miopen::{self, PERF_COMPILE, PERF_EVAL};
+use shoal_miopen::ConvConfig;
+use shoal_model::{NewJob, Params, SessionId, Solver};
+use shoal_store::Store;
+
+pub struct JobsLoad {
+    pub session: SessionId,
+    pub tag: String,
+    pub fin_steps: Vec<String>,
+    pub solvers: Vec<String>,
+    pub only_applicable: bool,
+    pub reason: String,
+}
+
+/// What loading did.
+pub struct Loaded {
+    pub configs: usize,
+    pub candidates: usize,
+    pub created: u64,
+    pub not_applicable_skipped: usize,
+}
+
+pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
+    let session = store
+        .session(req.session)
+        .await?
+        .with_context(|| format!("session {} is not in the store", req.session))?;
+    if session.info.backend != "miopen" {
+        bail!(
+            "session {} is a `{}` session; `jobs load` loads MIOpen jobs",
+            req.session,
+            session.info.backend
+        );
+    }
+    let steps: Vec<&str> = req.fin_steps.iter().map(|s| s.as_str()).collect();
+    if steps != [PERF_COMPILE, PERF_EVAL] {
+        bail!(
+            "--fin-steps {}: this release tunes with `{PERF_COMPILE},{PERF_EVAL}` (the find steps are not supported yet)",
+            req.fin_steps.join(",")
+        );
+    }
+    let known = store.solvers().await?;
+    if known.is_empty() {
+        bail!("the store has no solvers: run `shoal solvers update` first");
+    }
+    let solvers: Vec<Solver> = if req.solvers.is_empty() {
+        // Perf tuning searches performance configs, which only tunable solvers have.
+        known.into_iter().filter(|s| s.tunable).collect()
+    } else {
+        let mut out = Vec::new();
+        for name in &req.solvers {
+            let s = known.iter().find(|s| &s.name == name).with_context(|| {
+                format!("--solvers: unknown solver `{name}` (see `shoal solvers update`)")
+            })?;
+            out.push(s.clone());
+        }
+        out
+    };
+    let configs = store.configs_with_tag(&req.tag).await?;
+    if configs.is_empty() {
+        bail!(
+            "no config carries the tag `{}` (see `shoal import-configs`)",
+            req.tag
+        );
+    }
+    let mut jobs = Vec::new();
+    let mut skipped = 0;
+    for config in &configs {
+        let conv = ConvConfig::from_params(&config.params)
+            .map_err(|e| anyhow::anyhow!("config {}: {e}", config.id))?;
+        let applicable: Option<HashSet<_>> = if req.only_applicable {
+            Some(
+                store
+                    .applicable_solvers(req.session, config.id)
+                    .await?
+                    .into_iter()
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        for solver in &solvers {
+            if applicable.as_ref().is_some_and(|a| !a.contains(&solver.id)) {
+                skipped += 1;
+                continue;
+            }
+            let mut compile = Params::new();
+            compile.push("solver", solver.name.clone());
+            jobs.push(NewJob {
+                session: req.session,
+                config: config.id,
+                solver: solver.id,
+                compile_step: PERF_COMPILE.into(),
+                eval_step: PERF_EVAL.into(),
+                build_key: miopen::build_key(&conv, &solver.name),
+                compile_params: compile,
+                run_params: Params::new(),
+            });
+        }
+    }
+    if req.only_applicable && jobs.is_empty() {
+        bail!(
+            "no applicable (config, solver) pair for tag `{}` in session {}: run `shoal applicability update --session {}` first",
+            req.tag, req.session, req.session
+        );
+    }
+    let mut created = 0;
+    for chunk in jobs.chunks(2000) {
+        created += store.insert_jobs(chunk).await?;
+    }
+    tracing::info!(reason = %req.reason, session = %req.session, created, "jobs loaded");
+    Ok(Loaded {
+        configs: configs.len(),
+        candidates: jobs.len(),
+        created,
+        not_applicable_skipped: skipped,
+    })
+}

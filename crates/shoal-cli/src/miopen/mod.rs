@@ -1,0 +1,257 @@
+//! The MIOpen tuning workflow as `shoal` commands, in MITuna's order: import configs, update
+//! solvers, init a session, update applicability, load jobs, run, export.
+
+pub mod export;
+pub mod fin_steps;
+pub mod import;
+pub mod jobs;
+pub mod session;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use shoal_model::SessionId;
+
+use crate::cli::open_migrated;
+
+/// `shoal import-configs`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Tag every imported config with this (e.g. the network's name).
+    #[arg(short = 't', long)]
+    pub tag: String,
+    /// A file of MIOpenDriver command lines (or find-db keys), one per line.
+    #[arg(short = 'f', long)]
+    pub file: PathBuf,
+    /// Also mark the configs as recurrent (tag `recurrent`), to be tuned again with every release.
+    #[arg(long)]
+    pub mark_recurrent: bool,
+    /// Import the good lines even if some lines cannot be parsed (they are listed).
+    #[arg(long)]
+    pub skip_bad: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MiopenCommand {
+    /// Print the find-db and perf-db keys MIOpen looks each MIOpenDriver line up by.
+    ///
+    /// One output line per input line: `<find-db key>\t<perf-db key>` (pairs for several
+    /// directions follow one another on the line), an empty line for a blank or comment, and
+    /// `error: <source>:<line>: <reason>` for a line that is not a convolution.
+    Key {
+        /// The input file; `-` or nothing reads standard input.
+        file: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SolversCommand {
+    /// Fill the solver table: from `fin get_solvers`, or from Shoal's built-in copy of MIOpen's
+    /// solver registry with --builtin.
+    Update {
+        /// MIOpen's tuning handle (default: $SHOAL_FIN, else /opt/rocm/bin/fin).
+        #[arg(long)]
+        fin: Option<PathBuf>,
+        /// Use the built-in solver table instead of asking fin.
+        #[arg(long)]
+        builtin: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Open a MIOpen tuning session for one architecture; prints its id. The same identity
+    /// (arch, CU count, ROCm and MIOpen versions, reason) gives back the existing session.
+    Init {
+        /// GPU architecture, e.g. gfx90a (default: the first AMD GPU of this machine).
+        #[arg(short = 'a', long)]
+        arch: Option<String>,
+        /// Compute units, e.g. 110 (default: that GPU's).
+        #[arg(short = 'n', long)]
+        num_cu: Option<u32>,
+        /// ROCm version (default: /opt/rocm/.info/version).
+        #[arg(long)]
+        rocm_version: Option<String>,
+        /// MIOpen version (default: from /opt/rocm/include/miopen/version.h).
+        #[arg(long)]
+        miopen_version: Option<String>,
+        /// Why this session exists.
+        #[arg(short = 'l', long)]
+        reason: String,
+        /// Infrastructure failures a job survives before it is marked errored.
+        #[arg(long, default_value_t = 3)]
+        max_retries: u32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApplicabilityCommand {
+    /// Ask fin which solvers apply to which configs, for a session's architecture.
+    Update {
+        #[arg(long)]
+        session: i64,
+        /// Only configs with this tag.
+        #[arg(short = 't', long)]
+        tag: String,
+        #[arg(long)]
+        fin: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Create one job per (config with the tag, solver) in a session. Idempotent.
+    Load {
+        #[arg(long)]
+        session: i64,
+        #[arg(short = 't', long)]
+        tag: String,
+        /// The fin steps of the jobs, compile then eval.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "miopen_perf_compile,miopen_perf_eval"
+        )]
+        fin_steps: Vec<String>,
+        /// Only these solvers (default: every tunable solver).
+        #[arg(long, value_delimiter = ',')]
+        solvers: Vec<String>,
+        /// Only (config, solver) pairs recorded as applicable (`shoal applicability update`).
+        #[arg(long)]
+        only_applicable: bool,
+        /// Why these jobs are loaded.
+        #[arg(short = 'l', long, default_value = "")]
+        reason: String,
+    },
+}
+
+/// `shoal run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[arg(long)]
+    pub session: i64,
+    /// MIOpen's tuning handle (default: $SHOAL_FIN, else /opt/rocm/bin/fin).
+    #[arg(long)]
+    pub fin: Option<PathBuf>,
+    /// Concurrent compiles (default: one per core).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// Working directory (default: <db>.work).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
+
+pub fn fin_path(flag: Option<PathBuf>) -> PathBuf {
+    flag.unwrap_or_else(shoal_backend::session::default_fin_path)
+}
+
+pub async fn import_configs(args: ImportArgs, db: &Path) -> anyhow::Result<ExitCode> {
+    let store = open_migrated(db).await?;
+    let mut tags = vec![args.tag.clone()];
+    if args.mark_recurrent {
+        tags.push("recurrent".into());
+    }
+    let (summary, code) = import::import(&*store, &args.file, &tags, args.skip_bad).await?;
+    println!("{}: {summary}", args.file.display());
+    Ok(code)
+}
+
+pub async fn miopen(cmd: MiopenCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        MiopenCommand::Key { file } => {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let ok = match file.filter(|f| f.as_os_str() != "-") {
+                Some(path) => {
+                    let f = std::fs::File::open(&path)
+                        .with_context(|| format!("opening {}", path.display()))?;
+                    import::keys_of(
+                        &mut std::io::BufReader::new(f),
+                        &path.display().to_string(),
+                        &mut out,
+                    )?
+                }
+                None => import::keys_of(&mut std::io::stdin().lock(), "<stdin>", &mut out)?,
+            };
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+    }
+}
+
+pub async fn session(cmd: SessionCommand, db: &Path) -> anyhow::Result<ExitCode> {
+    let SessionCommand::Init {
+        arch,
+        num_cu,
+        rocm_version,
+        miopen_version,
+        reason,
+        max_retries,
+    } = cmd;
+    let init = session::SessionInit {
+        arch,
+        num_cu,
+        rocm_version,
+        miopen_version,
+        reason,
+        max_retries,
+    };
+    let identity = session::identity(&init, Path::new("/"))?;
+    let store = open_migrated(db).await?;
+    let (s, existed) = session::init(&*store, &identity).await?;
+    eprintln!(
+        "{} session {}: {} with {} CUs, ROCm {}, MIOpen {}",
+        if existed { "existing" } else { "new" },
+        s.id,
+        s.info.arch,
+        s.info.num_cu,
+        s.info.driver_version,
+        s.info.library_version
+    );
+    println!("{}", s.id);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn jobs(cmd: JobsCommand, db: &Path) -> anyhow::Result<ExitCode> {
+    let JobsCommand::Load {
+        session,
+        tag,
+        fin_steps,
+        solvers,
+        only_applicable,
+        reason,
+    } = cmd;
+    let store = open_migrated(db).await?;
+    let loaded = jobs::load(
+        &*store,
+        &jobs::JobsLoad {
+            session: SessionId(session),
+            tag,
+            fin_steps,
+            solvers,
+            only_applicable,
+            reason,
+        },
+    )
+    .await?;
+    println!(
+        "session {session}: {} configs, {} (config, solver) jobs, {} new{}",
+        loaded.configs,
+        loaded.candidates,
+        loaded.created,
+        if loaded.not_applicable_skipped > 0 {
+            format!(
+                ", {} pairs skipped as not applicable",
+                loaded.not_applicable_skipped
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}

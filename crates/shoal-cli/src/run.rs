@@ -1,0 +1,132 @@
+//! Running a session's actors in this process until its jobs are final: what `shoal tune` does
+//! after loading, and what `shoal run` does for a session loaded by other commands (MIOpen).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use shoal_actors::backends::SessionBackends;
+use shoal_actors::embedded::{self, Embedded, EmbeddedOptions};
+use shoal_actors::scheduler::{requeue_in_flight, SchedulerConfig};
+use shoal_actors::shutdown::Signal;
+use shoal_bus::MemoryBus;
+use shoal_model::queue::Namespace;
+use shoal_model::{JobState, SessionId};
+use shoal_store::Store;
+
+/// How to run.
+pub struct RunOptions {
+    /// Concurrent builds (default: one per core).
+    pub jobs: Option<usize>,
+    /// Builds, MIOpen directories and the artifact cache (default: `<db>.work`).
+    pub work_dir: Option<PathBuf>,
+}
+
+/// Starts every actor for `session` over an in-process bus, shows progress until every job is
+/// final (returns `false`) or a stop is requested (returns `true`). The caller exports through
+/// the returned actors, then shuts them down.
+pub async fn run_session(
+    store: Arc<dyn Store>,
+    backends: SessionBackends,
+    session: SessionId,
+    db: &Path,
+    opts: RunOptions,
+    stop: Signal,
+) -> anyhow::Result<(bool, Embedded)> {
+    // The previous process may have been killed: nothing can still hold its in-flight jobs.
+    let requeued = requeue_in_flight(&*store, session).await?;
+    if requeued > 0 {
+        eprintln!(
+            "{requeued} jobs that were in flight when the last run stopped go back to their queues"
+        );
+    }
+    let work_dir = opts.work_dir.unwrap_or_else(|| {
+        let mut p = db.as_os_str().to_owned();
+        p.push(".work");
+        PathBuf::from(p)
+    });
+    // Absolute, because builds and runs execute in other directories.
+    std::fs::create_dir_all(&work_dir)
+        .with_context(|| format!("creating the work directory {}", work_dir.display()))?;
+    let work_dir = work_dir.canonicalize()?;
+    let bus = MemoryBus::new(Namespace::new("shoal").expect("valid namespace"));
+    let running = embedded::start(
+        store.clone(),
+        bus,
+        backends,
+        EmbeddedOptions {
+            session,
+            host: hostname(),
+            work_dir,
+            compile_slots: opts.jobs,
+            monitor_interval: Duration::from_secs(5),
+            scheduler: SchedulerConfig::default(),
+        },
+    )
+    .await?;
+    let interrupted = watch_progress(&*store, session, stop).await?;
+    Ok((interrupted, running))
+}
+
+/// Shows progress until every job is final (false) or a stop is requested (true).
+async fn watch_progress(
+    store: &dyn Store,
+    session: SessionId,
+    mut stop: Signal,
+) -> anyhow::Result<bool> {
+    let counts = store.state_counts(session).await?;
+    let total: u64 = counts.values().sum();
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} evaluated  {per_sec}  ETA {eta}  {msg}",
+        )
+        .expect("valid template"),
+    );
+    let start = Instant::now();
+    let mut last_line = Instant::now();
+    loop {
+        let counts = store.state_counts(session).await?;
+        let done: u64 = counts
+            .iter()
+            .filter(|(s, _)| s.is_terminal())
+            .map(|(_, n)| n)
+            .sum();
+        let get = |s: JobState| counts.get(&s).copied().unwrap_or(0);
+        let msg = format!(
+            "compiled {}  failed {}",
+            total - get(JobState::New) - get(JobState::CompileQueued) - get(JobState::Compiling),
+            get(JobState::Errored)
+        );
+        bar.set_position(done);
+        bar.set_message(msg.clone());
+        if bar.is_hidden() && last_line.elapsed() > Duration::from_secs(10) {
+            eprintln!(
+                "[{:>5.0}s] {done}/{total} evaluated, {msg}",
+                start.elapsed().as_secs_f64()
+            );
+            last_line = Instant::now();
+        }
+        if done >= total {
+            bar.finish();
+            return Ok(false);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = stop.triggered() => {
+                bar.abandon();
+                return Ok(true);
+            }
+        }
+    }
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}

@@ -1,0 +1,175 @@
+//! The three databases MIOpen reads tuning results from, written byte-compatibly with what
+//! MITuna's `export_db` ships and MIOpen ≥ 3.2 reads (`miopen-formats.md` §2–§4, §9;
+//! `mituna.md` §5):
+//!
+//! | file | writer | content |
+//! |---|---|---|
+//! | `<base>.HIP.fdb.txt` | [`find_db_text`] | find db: per Serialize key, the 4 fastest solvers with time, workspace, algorithm |
+//! | `<base>.db.txt` | [`perf_db_text`] | text perf db: per x-joined key, `solver:params` of every tuned solver |
+//! | `<base>.db` | [`write_perf_db_sqlite`] | the same perf db as SQLite (`config` + `perf_db` tables) |
+//! | `<base>.kdb` | [`write_kdb`] | kernel db: bzip2'd code objects keyed by file name and compile options |
+//!
+//! Inputs are plain records ([`FindDbEntry`], [`PerfDbEntry`], [`KdbEntry`]) so the exporter
+//! does not care where results came from; [`find_entries`], [`perf_entries`] and
+//! [`KdbEntry::from_kernel_object`] build them from fin's eval output. When the same
+//! (problem, solver) appears twice, the **first** record wins, as in MITuna, whose query lists
+//! the newest row first: pass newest first.
+//!
+//! Everything is deterministic: the text files sort their lines by key (byte order) and the
+//! SQLite files assign ids in the order MITuna would (problems in find-db key order).
+
+mod find_db;
+mod kdb;
+mod perf_db;
+
+pub use find_db::{find_db_text, format_time, FIND_DB_TOP};
+pub use kdb::{write_kdb, KDB_DDL};
+pub use perf_db::{perf_db_text, write_perf_db_sqlite, PerfDbCounts, PERF_DB_DDL};
+
+use crate::fin::{decode_blob, EvalResult, FinError, KernelObject};
+use crate::problem::ConvConfig;
+
+/// One measured solution of one problem: a find-db entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FindDbEntry {
+    pub config: ConvConfig,
+    /// `SolverDbId`, e.g. `ConvBinWinogradRxSf3x2`.
+    pub solver: String,
+    /// Kernel time in milliseconds (fin's `float`).
+    pub time_ms: f32,
+    /// Workspace in bytes.
+    pub workspace: u64,
+    /// Directional algorithm name, e.g. `miopenConvolutionFwdAlgoWinograd`.
+    pub algorithm: String,
+}
+
+/// One tuned perf config of one tunable solver for one problem: a perf-db entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PerfDbEntry {
+    pub config: ConvConfig,
+    pub solver: String,
+    /// The solver's serialized `PerformanceConfig`, opaque (e.g. `16,64,8,2,2,2,4,4,4,4,8,2,16,1,4,64`).
+    pub params: String,
+}
+
+/// One compiled kernel for the kernel db.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KdbEntry {
+    /// Kernel source file name, with or without the `.o` MIOpen appends.
+    pub kernel_file: String,
+    /// Compile options without ` -mcpu=…`, bytes exactly as the compiler got them.
+    pub comp_options: String,
+    /// Architecture for ` -mcpu=` (e.g. `gfx90a`; any `:feature` suffix is dropped).
+    pub arch: String,
+    /// The **uncompressed** code object.
+    pub blob: Vec<u8>,
+}
+
+impl KdbEntry {
+    /// Decodes one of fin's kernel objects (base64, bzip2, md5 checked).
+    pub fn from_kernel_object(obj: &KernelObject, arch: &str) -> Result<KdbEntry, FinError> {
+        Ok(KdbEntry {
+            kernel_file: obj.kernel_file.clone(),
+            comp_options: obj.comp_options.clone(),
+            arch: arch.to_string(),
+            blob: decode_blob(obj)?,
+        })
+    }
+}
+
+/// The file names MIOpen looks for, for one architecture and CU count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportNames {
+    /// `<base>.HIP.fdb.txt`
+    pub find_db: String,
+    /// `<base>.db`
+    pub perf_db_sqlite: String,
+    /// `<base>.db.txt`
+    pub perf_db_text: String,
+    /// `<base>.kdb`
+    pub kern_db: String,
+}
+
+/// `gfx90a`, 104 → `gfx90a68.HIP.fdb.txt`, `gfx90a68.db`, `gfx90a68.db.txt`, `gfx90a68.kdb`.
+pub fn file_names(arch: &str, num_cu: u32) -> ExportNames {
+    let base = crate::naming::db_base_name(arch, num_cu);
+    ExportNames {
+        find_db: format!("{base}.HIP.fdb.txt"),
+        perf_db_sqlite: format!("{base}.db"),
+        perf_db_text: format!("{base}.db.txt"),
+        kern_db: format!("{base}.kdb"),
+    }
+}
+
+/// Writing a database failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    /// A perf-db key that does not have the 24 `x`-separated fields of a `config` row.
+    #[error("perf-db key {0:?} does not split into the 24 columns of a config row")]
+    BadKey(String),
+}
+
+/// Find-db entries from fin's `miopen_find_eval_result` (or `miopen_perf_eval_result`) of one
+/// config: every evaluated solver with a measured, non-negative time (MITuna skips
+/// `kernel_time = -1`).
+pub fn find_entries(config: &ConvConfig, results: &[EvalResult]) -> Vec<FindDbEntry> {
+    results
+        .iter()
+        .filter(|r| r.evaluated)
+        .filter_map(|r| {
+            let time = r.time.filter(|t| *t >= 0.0)?;
+            Some(FindDbEntry {
+                config: config.clone(),
+                solver: r.solver_name.clone(),
+                time_ms: time as f32,
+                workspace: r.workspace.unwrap_or(0),
+                algorithm: r.algorithm.clone().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Perf-db entries from fin's `miopen_perf_eval_result` (or `miopen_find_eval_result`) of one
+/// config: evaluated solvers with a measured time, non-empty `params`, not marked non-tunable
+/// (MITuna's `kernel_time != -1`, `params != ''` and `tunable = 1` filters; the solver table
+/// decides when fin does not say).
+pub fn perf_entries(config: &ConvConfig, results: &[EvalResult]) -> Vec<PerfDbEntry> {
+    results
+        .iter()
+        .filter(|r| r.evaluated && is_tunable(r) != Some(false))
+        .filter(|r| r.time.is_some_and(|t| t >= 0.0))
+        .filter_map(|r| {
+            let params = r.params.as_deref().filter(|p| !p.is_empty())?;
+            Some(PerfDbEntry {
+                config: config.clone(),
+                solver: r.solver_name.clone(),
+                params: params.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// fin's `tunable` flag, or (older fins send none) the solver table's.
+fn is_tunable(r: &EvalResult) -> Option<bool> {
+    r.tunable
+        .or_else(|| crate::solvers::by_name(&r.solver_name).map(|s| s.tunable))
+}
+
+/// Removes a file left by an earlier export (the writers always start from an empty file).
+fn remove_existing(path: &std::path::Path) -> Result<(), ExportError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(ExportError::Io {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}

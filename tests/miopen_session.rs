@@ -1,0 +1,151 @@
+//! A whole MIOpen perf-tuning session in the embedded mode, against the stand-in `fin` (a test
+//! double built from recorded fin fixtures; the real fin needs ROCm and an AMD GPU): import
+//! resnet50, update solvers, open a session, update applicability, load jobs, run (compile and
+//! eval), export the three databases — and the perf db opens with SQLite and holds one row per
+//! (config, solver) that succeeded.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The stand-in fin, built beside the shoal binary by `cargo test --workspace`.
+fn standin_fin() -> PathBuf {
+    let shoal = PathBuf::from(env!("CARGO_BIN_EXE_shoal"));
+    let fin = shoal.with_file_name("fin");
+    assert!(
+        fin.exists(),
+        "{} is missing: build the stand-in with `cargo build -p shoal-fin-standin` (scripts/test does)",
+        fin.display()
+    );
+    fin
+}
+
+fn shoal(dir: &Path) -> Command {
+    let mut cmd = common::shoal(dir);
+    cmd.env("SHOAL_FIN", standin_fin())
+        .env("SHOAL_TEST_FAKE_GPU", "gfx90a:110");
+    cmd
+}
+
+fn stdout(cmd: &mut Command) -> String {
+    String::from_utf8(common::run_ok(cmd).stdout).unwrap()
+}
+
+#[test]
+fn resnet50_perf_tuning_session_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let resnet = common::repo_root().join("crates/shoal-miopen/tests/driver_configs/resnet50.txt");
+
+    let imported = stdout(
+        shoal(d)
+            .args(["import-configs", "-t", "resnet50", "-f"])
+            .arg(&resnet),
+    );
+    assert!(imported.contains("rejected 0"), "{imported}");
+    let again = stdout(
+        shoal(d)
+            .args(["import-configs", "-t", "resnet50", "-f"])
+            .arg(&resnet),
+    );
+    assert!(
+        again.contains("configs imported 0"),
+        "import is idempotent: {again}"
+    );
+
+    let solvers = stdout(shoal(d).args(["solvers", "update"]));
+    assert!(solvers.contains("tunable"), "{solvers}");
+
+    let session = stdout(shoal(d).args([
+        "session",
+        "init",
+        "--arch",
+        "gfx90a",
+        "--num-cu",
+        "110",
+        "--rocm-version",
+        "6.2.0",
+        "--miopen-version",
+        "3.2.0",
+        "-l",
+        "e2e",
+    ]));
+    assert_eq!(session.trim(), "1");
+
+    let appl = stdout(shoal(d).args([
+        "applicability",
+        "update",
+        "--session",
+        "1",
+        "-t",
+        "resnet50",
+    ]));
+    assert!(appl.contains("applicable"), "{appl}");
+
+    let loaded = stdout(shoal(d).args([
+        "jobs",
+        "load",
+        "--session",
+        "1",
+        "-t",
+        "resnet50",
+        "--fin-steps",
+        "miopen_perf_compile,miopen_perf_eval",
+        "--only-applicable",
+        "-l",
+        "e2e",
+    ]));
+    assert!(loaded.contains("new"), "{loaded}");
+
+    common::run_ok(shoal(d).args(["run", "--session", "1"]));
+
+    let out = d.join("out");
+    let exported = stdout(shoal(d).args(["export", "--session", "1", "-o"]).arg(&out));
+    for name in [
+        "gfx90a6e.HIP.fdb.txt",
+        "gfx90a6e.db",
+        "gfx90a6e.db.txt",
+        "gfx90a6e.kdb",
+    ] {
+        assert!(
+            out.join(name).exists(),
+            "{name} missing; export said:\n{exported}"
+        );
+    }
+
+    // The perf db: one perf_db row per (config, solver) whose job succeeded with a perf config.
+    let db = rusqlite::Connection::open(d.join("shoal.db")).unwrap();
+    let succeeded: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM job j JOIN result r ON r.job_id = j.id AND r.attempt = j.attempt \
+             WHERE j.state = 'evaluated' AND r.status = 'ok' AND r.detail LIKE '%\"params\"%' \
+             AND r.detail NOT LIKE '%[\"params\",\"\"]%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(succeeded > 10, "only {succeeded} jobs succeeded");
+    let perf = rusqlite::Connection::open(out.join("gfx90a6e.db")).unwrap();
+    let rows: i64 = perf
+        .query_row("SELECT COUNT(*) FROM perf_db", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, succeeded);
+    let distinct: i64 = perf
+        .query_row(
+            "SELECT COUNT(*) FROM (SELECT DISTINCT config, solver FROM perf_db)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(distinct, rows, "one row per (config, solver)");
+    // Every job is final; none is left in flight.
+    let open: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM job WHERE state NOT IN ('evaluated','errored','not_applicable')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(open, 0);
+}
