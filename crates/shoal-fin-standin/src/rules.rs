@@ -7,7 +7,8 @@
 //!   filters (and `_stride1`/`_stride2`/`_0_1`/`_0_2` ones to that stride and pad); `3x3`
 //!   solvers and every Winograd only to 3x3, stride 1, dilation 1 and 2-D; `Xdlops` solvers
 //!   only on gfx908/90a/94x; legacy assembly/OpenCL/Winograd solvers only for NCHW, FP32/FP16,
-//!   groups of 1; 3-D only for the few families that MIOpen runs in 3-D. The naive solvers
+//!   groups of 1; plain MLIR solvers only where there are no xdlops; 3-D only for the few
+//!   families that MIOpen runs in 3-D. The naive solvers
 //!   always apply in their direction, so every config has at least one.
 //! * Time: a hash of (find-db key, solver) mapped to 0.02–3 ms (naive ×20), rounded to `f32`
 //!   as fin's timer is; perf-eval is the "tuned" time, find-eval 10 % slower. The fastest
@@ -121,6 +122,13 @@ pub fn applicable(s: &SolverInfo, c: &ConvConfig, arch: &str) -> bool {
     if name.contains("Dlops") && !xdlops && arch != "gfx1030" {
         return false;
     }
+    // The plain MLIR solvers are for GPUs without xdlops; the xdlops ones take over there.
+    if name.starts_with("ConvMlirIgemm") && !xdlops && xdlops_arch(arch) {
+        return false;
+    }
+    if name.contains("F16F8F16") && c.data_type != DataType::Fp16 {
+        return false;
+    }
     let int8_solver = name.contains("int8");
     if int8 && !(int8_solver || name.starts_with("ConvMlirIgemm") || name.contains("Rest")) {
         return false;
@@ -151,11 +159,11 @@ pub fn applicable(s: &SolverInfo, c: &ConvConfig, arch: &str) -> bool {
     {
         return false;
     }
-    if c.group_count != 1
-        && !legacy
-        && !(name.contains("Group") || name.contains("Rest") || name.contains("Universal"))
-        && !name.starts_with("ConvMlirIgemm")
-    {
+    let grouped_family = name.contains("Group")
+        || name.contains("Rest")
+        || name.contains("Universal")
+        || name.starts_with("ConvMlirIgemm");
+    if c.group_count != 1 && !legacy && !grouped_family {
         return false;
     }
     if s.algo == Algo::Winograd && !(three_by_three && unit_stride && unit_dilation) {
@@ -384,7 +392,7 @@ fn fake_code_object(seed: u64) -> Vec<u8> {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        if x % 4 == 0 {
+        if x.is_multiple_of(4) {
             out.extend_from_slice(&x.to_le_bytes());
         } else {
             out.extend_from_slice(b"s_waitcnt vmcnt(0)\nv_fma_f32 v1, v2, v3, v1\n");

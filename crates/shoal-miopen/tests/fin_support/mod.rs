@@ -5,22 +5,21 @@
 use shoal_miopen::{ConvConfig, ConvMode, DataType, Direction, PadMode};
 use std::path::PathBuf;
 
-/// `shared/data/fin-fixtures` (MIFin's recorded inputs and outputs, MIT license): next to the
-/// repository checkout (`../shared` from the repo root, as CI lays it out), or
-/// `$SHOAL_FIN_FIXTURES`.
+/// MIFin's recorded inputs and outputs (MIT license), copied from `shared/data/fin-fixtures` into
+/// `tests/fin-fixtures`, or `$SHOAL_FIN_FIXTURES`.
 pub fn fixtures_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("SHOAL_FIN_FIXTURES") {
         return PathBuf::from(dir);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/fin-fixtures")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fin-fixtures")
 }
 
 pub fn fixture(name: &str) -> String {
     let path = fixtures_dir().join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "fin fixture {} not readable ({e}); these tests need shared/data/fin-fixtures \
-             beside the checkout, or SHOAL_FIN_FIXTURES",
+            "fin fixture {} not readable ({e}); the copies live in tests/fin-fixtures \
+             (or point SHOAL_FIN_FIXTURES at shared/data/fin-fixtures)",
             path.display()
         )
     })

@@ -3,7 +3,7 @@
 # objects. The stored blob is base64decode(fin blob), exactly what MITuna stores.
 import base64, bz2, hashlib, json, os
 HERE = os.path.dirname(os.path.abspath(__file__))
-F = os.environ.get('SHOAL_FIN_FIXTURES', os.path.join(HERE, '../../../../../shared/data/fin-fixtures')) + '/'
+F = os.environ.get('SHOAL_FIN_FIXTURES', os.path.join(HERE, '../fin-fixtures')) + '/'
 def q(s): return "'" + s.replace("'", "''") + "'"
 def blob(b): return f"blob({len(b)},{hashlib.md5(b).hexdigest()})"
 find_in = json.load(open(F + 'fin_input_find_eval.json'))[0]['miopen_find_compile_result'][0]['kernel_objects'][0]
