@@ -98,7 +98,15 @@ fn resnet50_perf_tuning_session_end_to_end() {
     ]));
     assert!(loaded.contains("new"), "{loaded}");
 
-    common::run_ok(shoal(d).args(["run", "--session", "1"]));
+    common::run_ok(shoal(d).args(["run", "--session", "1", "-j", "2"]));
+    // Every fin ran with MIOpen user-db and cache directories of its own worker slot: one per
+    // compile slot and one per Evaluator, never shared between concurrent fin processes.
+    let work = d.join("shoal.db.work");
+    for slot in ["compile-0", "compile-1", "eval-fakegpu0"] {
+        for sub in ["miopen/config/miopen", "miopen/cache"] {
+            assert!(work.join(slot).join(sub).is_dir(), "{slot}/{sub} missing");
+        }
+    }
 
     let out = d.join("out");
     let exported = stdout(shoal(d).args(["export", "--session", "1", "-o"]).arg(&out));

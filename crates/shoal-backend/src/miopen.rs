@@ -335,3 +335,40 @@ pub async fn run_fin(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_worker_slot_gets_its_own_miopen_directories_and_gpu() {
+        let dir = tempfile::tempdir().unwrap();
+        let env_of = |slot: &str, gpu: Option<u32>| {
+            let work = dir.path().join(slot);
+            let ctx = RunContext {
+                work_dir: &work,
+                cpu: None,
+                gpu_index: gpu,
+            };
+            fin_env(&ctx).unwrap()
+        };
+        let get = |env: &[(String, String)], k: &str| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        };
+        let a = env_of("compile-0", None);
+        let b = env_of("compile-1", None);
+        let e = env_of("eval-gpu3", Some(3));
+        assert_ne!(
+            get(&a, "MIOPEN_USER_DB_PATH"),
+            get(&b, "MIOPEN_USER_DB_PATH")
+        );
+        assert_ne!(
+            get(&a, "MIOPEN_CUSTOM_CACHE_DIR"),
+            get(&b, "MIOPEN_CUSTOM_CACHE_DIR")
+        );
+        assert_eq!(get(&a, "HIP_VISIBLE_DEVICES"), None, "compiles see no GPU");
+        assert_eq!(get(&e, "HIP_VISIBLE_DEVICES").as_deref(), Some("3"));
+        assert_eq!(get(&a, "MIOPEN_FIND_MODE").as_deref(), Some("1"));
+        assert!(std::path::Path::new(&get(&e, "MIOPEN_USER_DB_PATH").unwrap()).is_dir());
+    }
+}
