@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -25,6 +27,9 @@ pub fn shoal(dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
     cmd.current_dir(dir)
         .env_remove("SHOAL_DB_FILE")
+        .env_remove("SHOAL_DB")
+        .env_remove("SHOAL_BROKER")
+        .env_remove("SHOAL_NAMESPACE")
         .env("RUST_LOG", "warn");
     cmd
 }

@@ -68,6 +68,7 @@ impl SessionBackends {
                 &info.info.arch,
                 info.info.num_cu,
             ))),
+            "noop" => SessionBackend::Noop,
             other => {
                 return Err(ActorError::Other(format!(
                     "session {session} uses backend `{other}`, which this build does not know"
@@ -86,8 +87,8 @@ impl SessionBackends {
     ) -> Result<Arc<TuningSpec>, ActorError> {
         match self.get(store, session).await? {
             SessionBackend::Command(spec) => Ok(spec),
-            SessionBackend::Miopen(_) => Err(ActorError::Other(format!(
-                "session {session} is a MIOpen session; it has no tuning spec"
+            _ => Err(ActorError::Other(format!(
+                "session {session} is not a command-backend session; it has no tuning spec"
             ))),
         }
     }

@@ -146,7 +146,7 @@ pub async fn start(
             gpu_index: device.visible_index,
             work_dir: opts.work_dir.clone(),
             worker: format!("{}/evaluator[{}]", opts.host, device.id),
-            cpu_gate,
+            device_gate: cpu_gate,
             healthy,
             delivery_limit,
         },

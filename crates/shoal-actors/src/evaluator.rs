@@ -38,7 +38,10 @@ pub struct EvaluatorConfig {
     pub gpu_index: Option<u32>,
     pub work_dir: PathBuf,
     pub worker: String,
-    pub cpu_gate: Option<Arc<RwLock<()>>>,
+    /// Held exclusively while timing: shared with the CPU's Compiler when timing on the CPU (no
+    /// build disturbs a timing), and with the other Evaluators of the same device (one timing
+    /// at a time per device, whatever the step).
+    pub device_gate: Option<Arc<RwLock<()>>>,
     /// Device health, fed by the GpuMonitor's events: false pauses consumption.
     pub healthy: watch::Receiver<bool>,
     pub delivery_limit: u32,
@@ -109,17 +112,23 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
         else {
             return Ok(());
         };
-        // Skip items the store has moved past (a duplicate from an expired lease): no reply is
-        // needed, the Scheduler already holds a newer attempt.
-        let mut items = Vec::with_capacity(req.items.len());
-        for item in req.items {
-            match cfg.store.job(item.job.job).await? {
-                Some(j) if j.attempt == item.job.attempt && j.state.is_in_flight() => {
-                    items.push(item)
+        // A redelivered request may be stale (its lease expired and the Scheduler dispatched a
+        // newer attempt): skip the items the store has moved past rather than time them again.
+        // A first delivery is current, so the common path costs no store read.
+        let items = if delivery.delivery_count > 1 {
+            let mut current = Vec::with_capacity(req.items.len());
+            for item in req.items {
+                match cfg.store.job(item.job.job).await? {
+                    Some(j) if j.attempt == item.job.attempt && j.state.is_in_flight() => {
+                        current.push(item)
+                    }
+                    _ => tracing::debug!(job = %item.job.job, "stale eval item skipped"),
                 }
-                _ => tracing::debug!(job = %item.job.job, "stale eval item skipped"),
             }
-        }
+            current
+        } else {
+            req.items
+        };
         if items.is_empty() {
             delivery.ack().await?;
             continue;
@@ -147,7 +156,7 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
                     Ok(backend) => match fetch(&cfg, &cache, &item.artifact).await {
                         Err(e) => Outcome::failed(FailureKind::Infrastructure, e),
                         Ok(path) => {
-                            let _exclusive = match &cfg.cpu_gate {
+                            let _exclusive = match &cfg.device_gate {
                                 Some(g) => Some(g.write().await),
                                 None => None,
                             };

@@ -13,6 +13,7 @@
 //!   A failure of the machinery restarts the failing loop with backoff ([`supervise`]).
 
 pub mod backends;
+pub mod cluster;
 pub mod compiler;
 pub mod embedded;
 pub mod evaluator;

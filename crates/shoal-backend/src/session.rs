@@ -39,7 +39,14 @@ pub enum SessionBackend {
     Command(Arc<TuningSpec>),
     /// MIOpen through `fin`.
     Miopen(Arc<crate::miopen::MiopenBackend>),
+    /// Does nothing, at once: builds an empty artifact and measures 1 µs. For measuring the
+    /// machinery itself (`scripts/bench-dispatch`): every message, lease and commit is real.
+    Noop,
 }
+
+/// The steps of the no-op backend.
+pub const NOOP_BUILD: &str = "noop_build";
+pub const NOOP_RUN: &str = "noop_run";
 
 impl SessionBackend {
     /// The build key of a compile-time parameter set for a problem. Jobs with equal keys share
@@ -48,6 +55,7 @@ impl SessionBackend {
         match self {
             SessionBackend::Command(spec) => Ok(spec.build_key(compile)),
             SessionBackend::Miopen(m) => m.build_key(config, compile),
+            SessionBackend::Noop => Ok(noop_build_key(compile)),
         }
     }
 
@@ -61,6 +69,7 @@ impl SessionBackend {
         match self {
             SessionBackend::Command(spec) => command::build(spec, compile, ctx.work_dir).await,
             SessionBackend::Miopen(m) => m.build(config, compile, ctx).await,
+            SessionBackend::Noop => Ok(command::pack(b"noop")),
         }
     }
 
@@ -79,6 +88,12 @@ impl SessionBackend {
                 .await
             }
             SessionBackend::Miopen(m) => m.evaluate(input, ctx).await,
+            SessionBackend::Noop => Outcome::Measured(shoal_model::Measurement {
+                time_us: 1.0,
+                samples_us: vec![1.0],
+                workspace: 0,
+                details: Params::new(),
+            }),
         }
     }
 
@@ -90,6 +105,7 @@ impl SessionBackend {
                 (spec.build.timeout, spec.run.timeout * runs)
             }
             SessionBackend::Miopen(m) => (m.compile_timeout, m.eval_timeout),
+            SessionBackend::Noop => (Duration::from_secs(10), Duration::from_secs(1)),
         }
     }
 
@@ -101,6 +117,7 @@ impl SessionBackend {
                 shoal_model::steps::COMMAND_RUN,
             ),
             SessionBackend::Miopen(_) => (crate::miopen::PERF_COMPILE, crate::miopen::PERF_EVAL),
+            SessionBackend::Noop => (NOOP_BUILD, NOOP_RUN),
         }
     }
 
@@ -109,6 +126,12 @@ impl SessionBackend {
     pub fn artifact_is_executable(&self) -> bool {
         matches!(self, SessionBackend::Command(_))
     }
+}
+
+/// The no-op backend's build key: the compile parameters themselves, so jobs that share them
+/// share one (empty) build.
+pub fn noop_build_key(compile: &Params) -> String {
+    format!("noop:{}", compile.key())
 }
 
 /// Where to find MIOpen's `fin` on a worker: `--fin`, else `$SHOAL_FIN`, else ROCm's default.

@@ -14,6 +14,7 @@
 //! **Architecture invariant:** the bus moves bytes. It does not decode messages; the envelope
 //! codec lives in `shoal_model::envelope`.
 
+pub mod amqp;
 pub mod conformance;
 pub mod memory;
 
@@ -24,6 +25,7 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 use shoal_model::queue::Namespace;
 
+pub use amqp::{RabbitBus, RabbitOptions, TlsOptions};
 pub use memory::MemoryBus;
 
 #[derive(Debug, thiserror::Error)]

@@ -111,14 +111,30 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::miopen::JobsCommand,
     },
+    /// Run the actors of one or more roles of the cluster over RabbitMQ and MySQL, until
+    /// SIGTERM or Ctrl-C (then drain). Connection settings: SHOAL_BROKER, SHOAL_DB or --config.
+    Worker(crate::worker::WorkerArgs),
+    /// Measure Shoal itself.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Run a session's jobs to the end in this process (compile, evaluate, record), resuming
     /// whatever an earlier run left.
     Run(crate::miopen::RunArgs),
 }
 
 #[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Push N jobs of the no-op backend through the whole path and print
+    /// `dispatch mode=<mode> jobs=<N> secs=<S> jobs_per_s=<R>`.
+    Dispatch(crate::bench::DispatchArgs),
+}
+
+#[derive(Debug, Subcommand)]
 pub enum DbCommand {
-    /// Create the schema or bring it up to date.
+    /// Create the schema or bring it up to date: the cluster's database (SHOAL_DB or the
+    /// config file) when one is set, else the --db file.
     Migrate,
 }
 
@@ -141,6 +157,16 @@ pub struct TuneArgs {
     /// Working directory for builds and the artifact cache (default: <db>.work).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// Cluster mode: load the jobs into the cluster's store (SHOAL_DB) and wait while the
+    /// running `shoal worker` processes tune them, then export. Nothing runs in this process.
+    #[arg(long)]
+    pub cluster: bool,
+    /// Cluster mode: the architecture of the hosts that evaluate (default: this host's CPU).
+    #[arg(long, requires = "cluster")]
+    pub arch: Option<String>,
+    /// Cluster mode: their unit count (default: this host's cores).
+    #[arg(long, requires = "cluster")]
+    pub num_cu: Option<u32>,
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -151,7 +177,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Db {
             command: DbCommand::Migrate,
         } => {
-            let store = open_store(&db).await?;
+            // The cluster's database when one is configured, else the --db file.
+            let settings = crate::connect::Settings::load(None)?;
+            let store = match &settings.db {
+                Some(url) => crate::connect::open_store_url(url).await?,
+                None => open_store(&db).await?,
+            };
             let v = store.migrate().await?;
             println!("{}: schema version {v}", store.describe());
             Ok(ExitCode::SUCCESS)
@@ -214,6 +245,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => crate::miopen::fin_steps::applicability_update(&db, session, &tag, fin).await,
         Command::Jobs { command } => crate::miopen::jobs(command, &db).await,
         Command::Run(args) => crate::miopen::fin_steps::run(args, &db).await,
+        Command::Worker(args) => crate::worker::run(args).await,
+        Command::Bench {
+            command: BenchCommand::Dispatch(args),
+        } => crate::bench::dispatch(args).await,
     }
 }
 

@@ -4,13 +4,17 @@
 //! **Architecture invariant:** only this crate uses `anyhow`, reads the process environment for
 //! settings, installs signal handlers and writes to the terminal.
 
+mod bench;
 mod cli;
+mod connect;
 mod load;
 mod logging;
 mod miopen;
 mod run;
 mod signals;
 mod tune;
+mod tune_cluster;
+mod worker;
 
 use std::process::ExitCode;
 

@@ -71,7 +71,7 @@ pub async fn run_session(
 }
 
 /// Shows progress until every job is final (false) or a stop is requested (true).
-async fn watch_progress(
+pub async fn watch_progress(
     store: &dyn Store,
     session: SessionId,
     mut stop: Signal,

@@ -21,6 +21,9 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         tracing::warn!("{w}");
     }
     let stop = crate::signals::install()?;
+    if args.cluster {
+        return crate::tune_cluster::run(args, spec, stop).await;
+    }
     let store = open_migrated(db).await?;
     let device = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
     let identity = crate::load::session_for(&spec, &device, &args.reason, args.max_retries);

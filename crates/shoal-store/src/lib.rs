@@ -13,6 +13,7 @@
 //! - A batch either applies whole or not at all (one transaction).
 
 pub mod conformance;
+pub mod mysql;
 pub mod sqlite;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use shoal_model::{
     TransitionError,
 };
 
+pub use mysql::{MysqlOptions, MysqlStore, MysqlTls};
 pub use sqlite::SqliteStore;
 
 /// Errors of a store. The message names what was being done; it never contains credentials.

@@ -1,7 +1,7 @@
 //! The Scheduler's dispatch side: claiming jobs, reusing known builds, publishing requests,
 //! bounding what is in flight, and the lease sweep.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use shoal_model::message::{CompileRequest, EvalItem, EvalRequest};
 use shoal_model::{
@@ -13,13 +13,6 @@ use super::Inner;
 use crate::{now_ms, ActorError};
 
 impl Inner {
-    fn counts_in(counts: &BTreeMap<JobState, u64>, states: &[JobState]) -> u64 {
-        states
-            .iter()
-            .map(|s| counts.get(s).copied().unwrap_or(0))
-            .sum()
-    }
-
     /// Jobs whose retries are used up go to `errored` instead of being dispatched again.
     async fn split_exhausted(
         &self,
@@ -68,10 +61,9 @@ impl Inner {
     }
 
     pub(super) async fn dispatch_compile(&self, session_id: SessionId) -> Result<bool, ActorError> {
-        let counts = self.store.state_counts(session_id).await?;
-        let in_flight = Self::counts_in(&counts, &[JobState::CompileQueued, JobState::Compiling]);
+        let in_flight = self.in_flight_of(session_id).await?.compile.max(0) as u64;
         let room = self.config.max_compile_in_flight.saturating_sub(in_flight);
-        if room == 0 || counts.get(&JobState::New).copied().unwrap_or(0) == 0 {
+        if room == 0 {
             return Ok(false);
         }
         let session = self.session(session_id).await?;
@@ -153,12 +145,15 @@ impl Inner {
                 }
             }
         }
+        let sessions = vec![session_id; changes.len()];
         let applied = self
-            .store
-            .apply(&Batch {
-                changes: changes.clone(),
-                builds: vec![],
-            })
+            .apply_counted(
+                &Batch {
+                    changes: changes.clone(),
+                    builds: vec![],
+                },
+                &sessions,
+            )
             .await?;
         // Publish only for jobs whose move to compile_queued applied.
         let queued: HashSet<shoal_model::JobRef> = changes
@@ -191,10 +186,9 @@ impl Inner {
     }
 
     pub(super) async fn dispatch_eval(&self, session_id: SessionId) -> Result<bool, ActorError> {
-        let counts = self.store.state_counts(session_id).await?;
-        let in_flight = Self::counts_in(&counts, &[JobState::EvalQueued, JobState::Evaluating]);
+        let in_flight = self.in_flight_of(session_id).await?.eval.max(0) as u64;
         let room = self.config.max_eval_in_flight.saturating_sub(in_flight);
-        if room == 0 || counts.get(&JobState::Compiled).copied().unwrap_or(0) == 0 {
+        if room == 0 {
             return Ok(false);
         }
         let session = self.session(session_id).await?;
@@ -218,12 +212,15 @@ impl Inner {
                     .into()
             })
             .collect();
+        let sessions = vec![session_id; changes.len()];
         let applied = self
-            .store
-            .apply(&Batch {
-                changes,
-                builds: vec![],
-            })
+            .apply_counted(
+                &Batch {
+                    changes,
+                    builds: vec![],
+                },
+                &sessions,
+            )
             .await?;
         let mut items: Vec<(String, EvalItem)> = Vec::new();
         for (j, ok) in jobs.iter().zip(applied) {
@@ -277,9 +274,11 @@ impl Inner {
     pub(super) async fn sweep_leases(&self) -> Result<(), ActorError> {
         let expired = self.store.expired_leases(now_ms(), 1000).await?;
         let served: HashSet<SessionId> = self.config.sessions.iter().copied().collect();
+        let serves_all = served.is_empty();
+        let mut sessions = Vec::new();
         let changes: Vec<Change> = expired
             .iter()
-            .filter(|j| served.contains(&j.session))
+            .filter(|j| serves_all || served.contains(&j.session))
             .filter_map(|j| {
                 let to = j.state.retry_state()?;
                 tracing::warn!(job = %j.id, state = %j.state, worker = ?j.worker, "lease expired; job goes back");
@@ -296,16 +295,19 @@ impl Inner {
                     FailureKind::Infrastructure,
                     format!("lease expired in state {}", j.state),
                 ));
+                sessions.push(j.session);
                 Some(t.into())
             })
             .collect();
         if !changes.is_empty() {
-            self.store
-                .apply(&Batch {
+            self.apply_counted(
+                &Batch {
                     changes,
                     builds: vec![],
-                })
-                .await?;
+                },
+                &sessions,
+            )
+            .await?;
         }
         Ok(())
     }

@@ -34,7 +34,7 @@ use plan::{plan_reply, Leases};
 /// How the Scheduler paces work. Every number bounds something that would otherwise grow.
 #[derive(Clone, Debug)]
 pub struct SchedulerConfig {
-    /// Sessions this Scheduler serves.
+    /// Sessions this Scheduler serves; empty: every session with open work (the cluster).
     pub sessions: Vec<SessionId>,
     /// Jobs in compile phases (queued or compiling) at most: about two builds per compile slot
     /// keeps every slot busy while a lease still measures work, not waiting.
@@ -89,6 +89,54 @@ struct Inner {
     building: Mutex<HashSet<(SessionId, String)>>,
     /// Queues already declared by this Scheduler.
     declared: Mutex<HashSet<String>>,
+    /// Jobs in flight per session and phase, kept by the one writer as it applies changes
+    /// (counted from the store once per session), so dispatch never scans the job table.
+    in_flight: Mutex<HashMap<SessionId, InFlight>>,
+}
+
+/// Jobs of a session in the compile phase (queued or compiling) and in the eval phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InFlight {
+    pub compile: i64,
+    pub eval: i64,
+}
+
+impl InFlight {
+    /// The phase a state belongs to: 0 compile, 1 eval, none otherwise.
+    fn phase(state: shoal_model::JobState) -> Option<usize> {
+        use shoal_model::JobState::*;
+        match state {
+            CompileQueued | Compiling => Some(0),
+            EvalQueued | Evaluating => Some(1),
+            _ => None,
+        }
+    }
+
+    fn slot(&mut self, phase: usize) -> &mut i64 {
+        if phase == 0 {
+            &mut self.compile
+        } else {
+            &mut self.eval
+        }
+    }
+
+    /// Accounts for the changes that applied.
+    pub fn account<'a>(&mut self, applied: impl IntoIterator<Item = (&'a Transition, bool)>) {
+        for (t, ok) in applied {
+            if !ok {
+                continue;
+            }
+            let (from, to) = (Self::phase(t.from), Self::phase(t.to));
+            if from != to {
+                if let Some(p) = from {
+                    *self.slot(p) -= 1;
+                }
+                if let Some(p) = to {
+                    *self.slot(p) += 1;
+                }
+            }
+        }
+    }
 }
 
 impl Scheduler {
@@ -111,6 +159,7 @@ impl Scheduler {
                 configs: Mutex::new(HashMap::new()),
                 building: Mutex::new(HashSet::new()),
                 declared: Mutex::new(HashSet::new()),
+                in_flight: Mutex::new(HashMap::new()),
             }),
             stop,
             guard,
@@ -168,12 +217,20 @@ pub async fn requeue_in_flight(store: &dyn Store, session: SessionId) -> Result<
 
 async fn dispatch_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
     let mut last_sweep = 0i64;
+    let mut sessions = inner.config.sessions.clone();
+    let mut last_refresh = 0i64;
     loop {
         if stop.is_triggered() {
             return Ok(());
         }
+        // Serving every session (the cluster Scheduler): find the ones with open work now and
+        // then, so a session created after start-up is picked up within two seconds.
+        if inner.config.sessions.is_empty() && now_ms() - last_refresh > 2_000 {
+            sessions = inner.open_sessions().await?;
+            last_refresh = now_ms();
+        }
         let mut progressed = false;
-        for &session in &inner.config.sessions {
+        for &session in &sessions {
             progressed |= inner.dispatch_compile(session).await?;
             progressed |= inner.dispatch_eval(session).await?;
         }
@@ -244,6 +301,52 @@ async fn fill_batch(
 }
 
 impl Inner {
+    /// The in-flight counts of a session, counted from the store the first time.
+    async fn in_flight_of(&self, session: SessionId) -> Result<InFlight, ActorError> {
+        if let Some(f) = self.in_flight.lock().unwrap().get(&session) {
+            return Ok(*f);
+        }
+        let counts = self.store.state_counts(session).await?;
+        let get = |s| counts.get(&s).copied().unwrap_or(0) as i64;
+        use shoal_model::JobState::*;
+        let f = InFlight {
+            compile: get(CompileQueued) + get(Compiling),
+            eval: get(EvalQueued) + get(Evaluating),
+        };
+        Ok(*self.in_flight.lock().unwrap().entry(session).or_insert(f))
+    }
+
+    /// Applies a batch whose changes all belong to `sessions[i]`, and keeps the in-flight counts.
+    async fn apply_counted(
+        &self,
+        batch: &Batch,
+        sessions: &[SessionId],
+    ) -> Result<Vec<bool>, ActorError> {
+        for s in sessions {
+            self.in_flight_of(*s).await?;
+        }
+        let applied = self.store.apply(batch).await?;
+        let mut counts = self.in_flight.lock().unwrap();
+        for ((change, ok), session) in batch.changes.iter().zip(&applied).zip(sessions) {
+            if let Some(f) = counts.get_mut(session) {
+                f.account([(&change.transition, *ok)]);
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Sessions with at least one job that is not final.
+    async fn open_sessions(&self) -> Result<Vec<SessionId>, ActorError> {
+        let mut open = Vec::new();
+        for s in self.store.sessions().await? {
+            let counts = self.store.state_counts(s.id).await?;
+            if counts.iter().any(|(st, n)| !st.is_terminal() && *n > 0) {
+                open.push(s.id);
+            }
+        }
+        Ok(open)
+    }
+
     /// Declares a queue before the first publish to it, so requests wait in the queue for
     /// workers that have not started yet instead of failing.
     async fn ensure_queue(&self, name: &str) -> Result<(), ActorError> {
@@ -308,6 +411,7 @@ impl Inner {
         let mut to_ack = Vec::with_capacity(deliveries.len());
         let now = now_ms();
         let mut finished_builds = Vec::new();
+        let mut sessions = Vec::new();
         for d in deliveries {
             let reply = match envelope::decode(&d.payload) {
                 Ok(Message::Reply(r)) => r,
@@ -336,12 +440,48 @@ impl Inner {
             };
             let leases = self.leases(session).await?;
             let plan = plan_reply(&reply, leases, now);
+            sessions.extend(std::iter::repeat_n(session, plan.changes.len()));
             batch.changes.extend(plan.changes);
             batch.builds.extend(plan.builds);
             to_ack.push(d);
         }
+        // A job whose result is in this batch needs no "started" change first: the notice
+        // would only renew a lease that the result ends anyway. Skipping it saves two writes per
+        // job when work is fast (many replies per batch); slow work still gets its notice
+        // applied long before its result.
+        let finished: HashSet<(shoal_model::JobId, u32)> = batch
+            .changes
+            .iter()
+            .filter(|c| {
+                c.transition.to.is_terminal() || c.transition.to == shoal_model::JobState::Compiled
+            })
+            .map(|c| (c.transition.job, c.transition.attempt))
+            .collect();
+        if !finished.is_empty() {
+            let (changes, kept): (Vec<_>, Vec<_>) = batch
+                .changes
+                .into_iter()
+                .zip(sessions)
+                .filter(|(c, _)| {
+                    let t = &c.transition;
+                    let started = matches!(
+                        (t.from, t.to),
+                        (
+                            shoal_model::JobState::CompileQueued,
+                            shoal_model::JobState::Compiling
+                        ) | (
+                            shoal_model::JobState::EvalQueued,
+                            shoal_model::JobState::Evaluating
+                        )
+                    );
+                    !(started && finished.contains(&(t.job, t.attempt)))
+                })
+                .unzip();
+            batch.changes = changes;
+            sessions = kept;
+        }
         if !batch.changes.is_empty() || !batch.builds.is_empty() {
-            self.store.apply(&batch).await?;
+            self.apply_counted(&batch, &sessions).await?;
         }
         {
             let mut building = self.building.lock().unwrap();

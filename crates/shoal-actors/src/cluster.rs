@@ -1,0 +1,196 @@
+//! The cluster mode: the actors of one `shoal worker` process, by role, over the RabbitMQ bus and
+//! the MySQL store (or any `Bus` and `Store`). The same actors as the embedded mode; only the
+//! wiring differs: the Scheduler serves every session with open work, Compilers consume the
+//! compile queues of the steps and architectures they are given, and each device of the host
+//! gets Evaluators for the eval steps.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use shoal_bus::Bus;
+use shoal_gpu::DeviceKind;
+use shoal_store::Store;
+use tokio::sync::RwLock;
+
+use crate::backends::SessionBackends;
+use crate::compiler::{Compiler, CompilerConfig};
+use crate::evaluator::{Evaluator, EvaluatorConfig};
+use crate::monitor::GpuMonitor;
+use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::shutdown::{self, Drain, Trigger};
+use crate::ActorError;
+
+/// Which actors this process runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Roles {
+    pub scheduler: bool,
+    pub compile: bool,
+    pub eval: bool,
+    pub monitor: bool,
+}
+
+/// How to run one worker process.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    pub roles: Roles,
+    pub host: String,
+    pub work_dir: PathBuf,
+    /// Concurrent builds (default: one per core).
+    pub compile_slots: Option<usize>,
+    /// Compile steps served, and the architectures they are served for.
+    pub compile_steps: Vec<String>,
+    pub compile_archs: Vec<String>,
+    /// Eval steps served on every device of this host.
+    pub eval_steps: Vec<String>,
+    /// Also evaluate on the CPU (always, when the host has no GPU).
+    pub eval_on_cpu: bool,
+    pub monitor_interval: Duration,
+    pub scheduler: SchedulerConfig,
+}
+
+/// A running worker process.
+pub struct Worker {
+    workers_stop: Trigger,
+    scheduler_stop: Trigger,
+    workers_drain: Drain,
+    scheduler_drain: Drain,
+    /// What this process consumes, for the start-up log.
+    pub queues: Vec<String>,
+}
+
+/// Starts the actors of `opts.roles`. Must be called inside an actix System.
+pub async fn start(
+    store: Arc<dyn Store>,
+    bus: Arc<dyn Bus>,
+    backends: SessionBackends,
+    opts: WorkerOptions,
+) -> Result<Worker, ActorError> {
+    let (workers_stop, workers_signal) = shutdown::channel();
+    let (scheduler_stop, scheduler_signal) = shutdown::channel();
+    let workers_drain = Drain::new();
+    let scheduler_drain = Drain::new();
+    let ns = bus.namespace().clone();
+    let delivery_limit = opts.scheduler.delivery_limit;
+    let mut queues = Vec::new();
+
+    if opts.roles.scheduler {
+        let mut cfg = opts.scheduler.clone();
+        cfg.sessions.clear();
+        Scheduler::new(
+            store.clone(),
+            bus.clone(),
+            backends.clone(),
+            cfg,
+            scheduler_signal,
+            scheduler_drain.guard(),
+        )
+        .start();
+        queues.push(ns.results_queue());
+    }
+
+    if opts.roles.compile {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let compile_queues: Vec<String> = opts
+            .compile_steps
+            .iter()
+            .flat_map(|step| {
+                opts.compile_archs
+                    .iter()
+                    .map(|arch| ns.compile_queue(step, arch))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if compile_queues.is_empty() {
+            return Err(ActorError::Other(
+                "the compile role needs at least one step and one architecture (--arch)".into(),
+            ));
+        }
+        queues.extend(compile_queues.iter().cloned());
+        Compiler::new(
+            CompilerConfig {
+                store: store.clone(),
+                bus: bus.clone(),
+                backends: backends.clone(),
+                queues: compile_queues,
+                slots: opts.compile_slots.unwrap_or(cores).max(1),
+                work_dir: opts.work_dir.clone(),
+                worker: format!("{}/compiler", opts.host),
+                cpu_gate: None,
+                delivery_limit,
+            },
+            workers_signal.clone(),
+            workers_drain.guard(),
+        )
+        .start();
+    }
+
+    if opts.roles.eval || opts.roles.monitor {
+        let monitor = GpuMonitor::new(
+            bus.clone(),
+            opts.host.clone(),
+            opts.monitor_interval,
+            workers_signal.clone(),
+            workers_drain.guard(),
+        );
+        if opts.roles.eval {
+            let has_gpu = monitor.devices().iter().any(|d| d.kind != DeviceKind::Cpu);
+            for device in monitor.devices() {
+                if device.kind == DeviceKind::Cpu && has_gpu && !opts.eval_on_cpu {
+                    continue;
+                }
+                // One timing at a time per device, whatever the step.
+                let gate = Arc::new(RwLock::new(()));
+                for step in &opts.eval_steps {
+                    let queue = ns.eval_queue(step, &device.arch, device.num_cu);
+                    queues.push(queue.clone());
+                    Evaluator::new(
+                        EvaluatorConfig {
+                            store: store.clone(),
+                            bus: bus.clone(),
+                            backends: backends.clone(),
+                            queue,
+                            device: device.id.clone(),
+                            pin_cpu: None,
+                            gpu_index: device.visible_index,
+                            work_dir: opts.work_dir.clone(),
+                            worker: format!("{}/evaluator[{}]", opts.host, device.id),
+                            device_gate: Some(gate.clone()),
+                            healthy: monitor
+                                .health_switch(&device.id)
+                                .expect("the monitor has a switch for every device it found"),
+                            delivery_limit,
+                        },
+                        workers_signal.clone(),
+                        workers_drain.guard(),
+                    )
+                    .start();
+                }
+            }
+        }
+        monitor.start();
+    }
+
+    Ok(Worker {
+        workers_stop,
+        scheduler_stop,
+        workers_drain,
+        scheduler_drain,
+        queues,
+    })
+}
+
+impl Worker {
+    /// Workers stop taking work and hand in-flight jobs back; then the Scheduler applies what is
+    /// on the results queue and stops. Jobs still in queues stay there, durable, for the next
+    /// worker: unlike the embedded mode nothing is requeued in the store.
+    pub async fn shutdown(self) {
+        self.workers_stop.trigger();
+        self.workers_drain.wait().await;
+        self.scheduler_stop.trigger();
+        self.scheduler_drain.wait().await;
+    }
+}

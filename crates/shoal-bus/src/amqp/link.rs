@@ -1,0 +1,606 @@
+//! The connection to the broker, replaced with backoff whenever it drops, and the pipelined,
+//! confirmed publish every sender goes through.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::task::Poll;
+
+use lapin::options::{
+    BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions,
+};
+use lapin::tcp::OwnedTLSConfig;
+use lapin::types::FieldTable;
+use lapin::uri::{AMQPScheme, AMQPUri};
+use lapin::{
+    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
+    PublisherConfirm,
+};
+use shoal_model::queue::Namespace;
+use tokio::sync::watch;
+use tokio::time::{sleep, timeout, timeout_at, Instant};
+
+use super::headers;
+use super::RabbitOptions;
+use crate::{BusError, QueueOptions, Result};
+
+/// Locks a std mutex, ignoring poisoning: nothing under these locks panics halfway.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(super) fn backend(
+    context: impl Into<String>,
+    source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> BusError {
+    BusError::Backend {
+        context: context.into(),
+        source: source.into(),
+    }
+}
+
+/// The AMQP reply code of a channel or connection error (404 not found, 406 precondition
+/// failed…), if that is what `e` is.
+pub(super) fn amqp_code(e: &lapin::Error) -> Option<u16> {
+    match e.kind() {
+        lapin::ErrorKind::ProtocolError(err) => Some(err.get_id()),
+        _ => None,
+    }
+}
+
+/// What the bus shares with its consumers and deliveries.
+pub(super) struct Shared {
+    pub ns: Namespace,
+    pub options: RabbitOptions,
+    /// Carries the credentials: never logged, never put in an error.
+    uri: AMQPUri,
+    /// `amqp://host:port/vhost`: what logs and errors say instead.
+    pub endpoint: String,
+    pub dead_exchange: String,
+    pub dead_queue: String,
+    /// The connection in use; replaced when it drops.
+    link: Mutex<Option<Arc<Link>>>,
+    /// Held by whoever is reconnecting, so that one task reconnects and the others wait for it.
+    reconnecting: tokio::sync::Mutex<()>,
+    /// `true` once the bus is closed.
+    closed: watch::Sender<bool>,
+    /// Queues this bus declared, with their options: the delivery limit stamped on messages, and
+    /// what `delete_namespace` removes.
+    pub declared: RwLock<HashMap<String, QueueOptions>>,
+    /// Exchanges known to exist (publishing to a missing one would close the publisher channel).
+    exchanges: Mutex<HashSet<String>>,
+}
+
+/// One connection with its long-lived channels.
+pub(super) struct Link {
+    pub conn: Connection,
+    /// The channel in confirm mode every publish goes through; reopened if it alone fails.
+    publisher: tokio::sync::Mutex<Channel>,
+    /// Serialises the synchronous part of publishing (a delivery tag is assigned and the frames
+    /// are queued in one poll), so that tags follow frame order on the channel.
+    frames: Mutex<()>,
+    /// For declarations and passive declares; reopened after a channel error (a 404 closes it).
+    admin: tokio::sync::Mutex<Option<Channel>>,
+}
+
+impl Link {
+    pub fn alive(&self) -> bool {
+        self.conn.status().connected()
+    }
+
+    /// Runs `op` on the admin channel, opening one if needed. A channel error closes that channel
+    /// on the broker; the next call opens another.
+    pub async fn admin<T, F, Fut>(&self, op: F) -> lapin::Result<T>
+    where
+        F: FnOnce(Channel) -> Fut,
+        Fut: Future<Output = lapin::Result<T>>,
+    {
+        let mut admin = self.admin.lock().await;
+        let channel = match admin.as_ref() {
+            Some(c) if c.status().connected() => c.clone(),
+            _ => {
+                let c = self.conn.create_channel().await?;
+                *admin = Some(c.clone());
+                c
+            }
+        };
+        let result = op(channel).await;
+        if result.is_err() {
+            // A channel error (404, 406) closes the channel on the broker: a fresh one next time.
+            *admin = None;
+        }
+        result
+    }
+
+    async fn publisher(&self) -> lapin::Result<Channel> {
+        let mut publisher = self.publisher.lock().await;
+        if !publisher.status().connected() && self.alive() {
+            let channel = self.conn.create_channel().await?;
+            channel
+                .confirm_select(ConfirmSelectOptions::default())
+                .await?;
+            *publisher = channel;
+        }
+        Ok(publisher.clone())
+    }
+}
+
+/// What became of one attempt at publishing a batch.
+enum Attempt {
+    Confirmed,
+    /// The broker could not route a mandatory message: no such queue.
+    Returned,
+    Nacked(usize),
+    Unconfirmed(usize),
+    /// The connection or channel failed: these (indices into the batch) may not have arrived.
+    Lost(Vec<usize>, lapin::Error),
+}
+
+/// Where a batch goes.
+pub(super) struct Target<'a> {
+    pub exchange: &'a str,
+    pub routing_key: &'a str,
+    /// Fail with `NoSuchQueue` when nothing takes the message (publishing to a queue).
+    pub mandatory: bool,
+    /// For errors: the queue or topic.
+    pub name: &'a str,
+}
+
+impl Shared {
+    pub fn new(url: &str, ns: Namespace, options: RabbitOptions) -> Result<Shared> {
+        let mut uri: AMQPUri = url.parse().map_err(|e: String| {
+            // The parser's message may quote part of the URL; say it only if it holds no secret.
+            let detail = if url_parts_in(&e, url) {
+                "malformed URL".to_string()
+            } else {
+                e
+            };
+            backend(
+                "invalid AMQP URL (not shown: it may carry credentials)",
+                detail,
+            )
+        })?;
+        // The URL's own `?heartbeat=` and `?connection_timeout=` win over the options.
+        let heartbeat = u16::try_from(options.heartbeat.as_secs()).unwrap_or(u16::MAX);
+        uri.query.heartbeat.get_or_insert(heartbeat);
+        let connect_ms = u64::try_from(options.connect_timeout.as_millis()).unwrap_or(u64::MAX);
+        uri.query.connection_timeout.get_or_insert(connect_ms);
+        let endpoint = endpoint(&uri);
+        if uri.scheme == AMQPScheme::AMQPS && !cfg!(feature = "tls") {
+            return Err(backend(
+                format!("connect to {endpoint}"),
+                "amqps:// needs shoal-bus built with its `tls` feature",
+            ));
+        }
+        let (closed, _) = watch::channel(false);
+        Ok(Shared {
+            dead_exchange: format!("{}.dlx", ns.as_str()),
+            dead_queue: ns.dead_letter_queue(),
+            ns,
+            options,
+            uri,
+            endpoint,
+            link: Mutex::new(None),
+            reconnecting: tokio::sync::Mutex::new(()),
+            closed,
+            declared: RwLock::new(HashMap::new()),
+            exchanges: Mutex::new(HashSet::new()),
+        })
+    }
+
+    pub fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+
+    pub fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            Err(BusError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Resolves once the bus is closed.
+    pub fn closing(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.closed.subscribe();
+        async move {
+            let _ = rx.wait_for(|closed| *closed).await;
+        }
+    }
+
+    /// Marks the bus closed and hands back the connection to close.
+    pub fn close(&self) -> Option<Arc<Link>> {
+        if self.closed.send_replace(true) {
+            return None;
+        }
+        lock(&self.link).take()
+    }
+
+    pub fn delivery_limit(&self, queue: &str) -> Option<u32> {
+        let declared = self.declared.read().unwrap_or_else(PoisonError::into_inner);
+        declared.get(queue).map(|o| o.delivery_limit)
+    }
+
+    fn current(&self) -> Option<Arc<Link>> {
+        lock(&self.link).clone().filter(|l| l.alive())
+    }
+
+    /// The live connection, reconnecting with backoff if it dropped: until `until` if given,
+    /// else until the bus is closed.
+    pub async fn link(&self, until: Option<Instant>) -> Result<Arc<Link>> {
+        self.check_open()?;
+        if let Some(link) = self.current() {
+            return Ok(link);
+        }
+        let closing = self.closing();
+        let _turn = tokio::select! {
+            turn = self.reconnecting.lock() => turn,
+            () = closing => return Err(BusError::Closed),
+        };
+        self.check_open()?;
+        if let Some(link) = self.current() {
+            return Ok(link);
+        }
+        let mut delay = self.options.backoff_min;
+        loop {
+            let error = match timeout(self.options.connect_timeout, self.open()).await {
+                Ok(Ok(link)) => {
+                    let link = Arc::new(link);
+                    let old = lock(&self.link).replace(link.clone());
+                    if self.is_closed() {
+                        // Closed while connecting: this connection is not wanted.
+                        let _ = link.conn.close(200, "shoal bus closed".into()).await;
+                        return Err(BusError::Closed);
+                    }
+                    if old.is_some() {
+                        tracing::info!(endpoint = %self.endpoint, "reconnected to the broker");
+                    }
+                    return Ok(link);
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no connection within {:?}", self.options.connect_timeout),
+            };
+            if until.is_some_and(|until| Instant::now() + delay > until) {
+                return Err(backend(
+                    format!("connect to {}", self.endpoint),
+                    format!("broker unreachable, gave up: {error}"),
+                ));
+            }
+            tracing::warn!(endpoint = %self.endpoint, %error, retry_in = ?delay, "broker unreachable");
+            tokio::select! {
+                () = sleep(delay) => {}
+                () = self.closing() => return Err(BusError::Closed),
+            }
+            delay = (delay * 2).min(self.options.backoff_max);
+        }
+    }
+
+    /// Connects once and sets up the namespace's fixed topology.
+    async fn open(&self) -> lapin::Result<Link> {
+        let properties = ConnectionProperties::default()
+            .with_connection_name(self.options.connection_name.as_str().into());
+        let tls = OwnedTLSConfig {
+            identity: None,
+            cert_chain: self.options.tls.ca_pem.clone(),
+        };
+        let conn = Connection::connect_uri_with_config(
+            self.uri.clone(),
+            properties,
+            tls,
+            lapin::runtime::default_runtime()?,
+        )
+        .await?;
+        let publisher = conn.create_channel().await?;
+        publisher
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        let admin = conn.create_channel().await?;
+        self.declare_topology(&admin).await?;
+        tracing::debug!(endpoint = %self.endpoint, ns = %self.ns, "connected to the broker");
+        Ok(Link {
+            conn,
+            publisher: tokio::sync::Mutex::new(publisher),
+            frames: Mutex::new(()),
+            admin: tokio::sync::Mutex::new(Some(admin)),
+        })
+    }
+
+    /// The topic exchanges, the dead-letter exchange and the dead-letter queue bound to it.
+    async fn declare_topology(&self, channel: &Channel) -> lapin::Result<()> {
+        for topic in [self.ns.events_topic(), self.ns.control_topic()] {
+            declare_exchange(channel, &topic, ExchangeKind::Topic).await?;
+        }
+        declare_exchange(channel, &self.dead_exchange, ExchangeKind::Direct).await?;
+        channel
+            .queue_declare(
+                self.dead_queue.as_str().into(),
+                durable(),
+                headers::dead_letter_queue_args(),
+            )
+            .await?;
+        channel
+            .queue_bind(
+                self.dead_queue.as_str().into(),
+                self.dead_exchange.as_str().into(),
+                self.dead_queue.as_str().into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let mut known = lock(&self.exchanges);
+        known.insert(self.ns.events_topic());
+        known.insert(self.ns.control_topic());
+        known.insert(self.dead_exchange.clone());
+        Ok(())
+    }
+
+    /// Declares a topic exchange (durable) unless it is known to exist.
+    pub async fn ensure_topic(&self, link: &Link, topic: &str) -> Result<()> {
+        if lock(&self.exchanges).contains(topic) {
+            return Ok(());
+        }
+        link.admin(|c| async move { declare_exchange(&c, topic, ExchangeKind::Topic).await })
+            .await
+            .map_err(|e| backend(format!("declare topic exchange `{topic}`"), e))?;
+        lock(&self.exchanges).insert(topic.to_string());
+        Ok(())
+    }
+
+    pub fn forget_exchange(&self, name: &str) {
+        lock(&self.exchanges).remove(name);
+    }
+
+    /// Publishes `payloads` in order and returns once the broker has confirmed every one.
+    ///
+    /// Every frame of the batch is queued before any confirm is awaited, so a batch costs one
+    /// round trip, not one per message. If the connection drops, the messages not confirmed are
+    /// sent again on the next connection (at-least-once: one may then arrive twice), with backoff,
+    /// for up to [`RabbitOptions::publish_retry_for`].
+    pub async fn publish(
+        &self,
+        target: &Target<'_>,
+        payloads: &[Vec<u8>],
+        properties: &BasicProperties,
+    ) -> Result<()> {
+        let deadline = Instant::now() + self.options.publish_retry_for;
+        let mut todo: Vec<usize> = (0..payloads.len()).collect();
+        let mut delay = self.options.backoff_min;
+        let context = || format!("publish to `{}`", target.name);
+        loop {
+            let link = match self.link(Some(deadline)).await {
+                Ok(link) => link,
+                Err(BusError::Closed) => return Err(BusError::Closed),
+                Err(e) => return Err(backend(context(), e)),
+            };
+            match link
+                .publish(target, payloads, &todo, properties, deadline)
+                .await
+            {
+                Attempt::Confirmed => return Ok(()),
+                Attempt::Returned => return Err(BusError::NoSuchQueue(target.name.to_string())),
+                Attempt::Nacked(n) => {
+                    return Err(backend(
+                        context(),
+                        format!(
+                            "the broker refused {n} of {} messages (basic.nack)",
+                            payloads.len()
+                        ),
+                    ))
+                }
+                Attempt::Unconfirmed(n) => {
+                    return Err(backend(
+                        context(),
+                        format!(
+                            "{n} of {} messages not confirmed within {:?}",
+                            payloads.len(),
+                            self.options.publish_retry_for
+                        ),
+                    ))
+                }
+                Attempt::Lost(lost, error) => {
+                    self.check_open()?;
+                    if Instant::now() + delay > deadline {
+                        return Err(backend(
+                            context(),
+                            format!(
+                                "{} of {} messages unconfirmed after {:?} of retries: {error}",
+                                lost.len(),
+                                payloads.len(),
+                                self.options.publish_retry_for
+                            ),
+                        ));
+                    }
+                    tracing::warn!(
+                        endpoint = %self.endpoint,
+                        target = target.name,
+                        unconfirmed = lost.len(),
+                        %error,
+                        retry_in = ?delay,
+                        "publish interrupted; sending the unconfirmed messages again"
+                    );
+                    todo = lost;
+                    tokio::select! {
+                        () = sleep(delay) => {}
+                        () = self.closing() => return Err(BusError::Closed),
+                    }
+                    delay = (delay * 2).min(self.options.backoff_max);
+                }
+            }
+        }
+    }
+}
+
+type Sending<'a> =
+    Pin<Box<dyn Future<Output = lapin::Result<PublisherConfirm>> + std::marker::Send + 'a>>;
+
+impl Link {
+    async fn publish(
+        &self,
+        target: &Target<'_>,
+        payloads: &[Vec<u8>],
+        todo: &[usize],
+        properties: &BasicProperties,
+        deadline: Instant,
+    ) -> Attempt {
+        let channel = match self.publisher().await {
+            Ok(c) => c,
+            Err(e) => return Attempt::Lost(todo.to_vec(), e),
+        };
+        let options = BasicPublishOptions {
+            mandatory: target.mandatory,
+            immediate: false,
+        };
+        let mut sends: Vec<(usize, Sending<'_>)> = todo
+            .iter()
+            .map(|&i| {
+                let send = channel.basic_publish(
+                    target.exchange.into(),
+                    target.routing_key.into(),
+                    options,
+                    &payloads[i],
+                    properties.clone(),
+                );
+                (i, Box::pin(send) as Sending<'_>)
+            })
+            .collect();
+        // The first poll of a send assigns its delivery tag and queues its frames; doing all of
+        // them in order under one lock keeps the batch in order and tags matching frames.
+        let mut sent: Vec<(usize, Option<lapin::Result<PublisherConfirm>>)> =
+            Vec::with_capacity(sends.len());
+        std::future::poll_fn(|cx| {
+            let _frames = lock(&self.frames);
+            for (i, send) in &mut sends {
+                sent.push((
+                    *i,
+                    match send.as_mut().poll(cx) {
+                        Poll::Ready(r) => Some(r),
+                        Poll::Pending => None,
+                    },
+                ));
+            }
+            Poll::Ready(())
+        })
+        .await;
+        // Then wait for the frames to be written, and for the confirms, all already requested.
+        let mut confirms = Vec::with_capacity(sent.len());
+        for ((i, ready), (_, send)) in sent.into_iter().zip(sends) {
+            let result = match ready {
+                Some(r) => r,
+                None => send.await,
+            };
+            confirms.push((i, result));
+        }
+        let (mut returned, mut nacked, mut unconfirmed) = (false, 0, 0);
+        let mut lost = Vec::new();
+        let mut error = None;
+        for (i, confirm) in confirms {
+            let confirm = match confirm {
+                Ok(c) => c,
+                Err(e) => {
+                    lost.push(i);
+                    error.get_or_insert(e);
+                    continue;
+                }
+            };
+            match timeout_at(deadline, confirm).await {
+                Ok(Ok(Confirmation::Ack(None))) => {}
+                Ok(Ok(Confirmation::Ack(Some(_)) | Confirmation::Nack(Some(_)))) => returned = true,
+                Ok(Ok(Confirmation::Nack(None))) => nacked += 1,
+                Ok(Ok(Confirmation::NotRequested)) => {
+                    lost.push(i);
+                    error.get_or_insert_with(|| {
+                        lapin::Error::from(lapin::ErrorKind::InvalidChannelState(
+                            lapin::ChannelState::Initial,
+                            "publisher confirms not enabled",
+                        ))
+                    });
+                }
+                Ok(Err(e)) => {
+                    lost.push(i);
+                    error.get_or_insert(e);
+                }
+                Err(_) => unconfirmed += 1,
+            }
+        }
+        if returned {
+            Attempt::Returned
+        } else if nacked > 0 {
+            Attempt::Nacked(nacked)
+        } else if let Some(error) = error {
+            Attempt::Lost(lost, error)
+        } else if unconfirmed > 0 {
+            Attempt::Unconfirmed(unconfirmed)
+        } else {
+            Attempt::Confirmed
+        }
+    }
+}
+
+pub(super) fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    }
+}
+
+async fn declare_exchange(channel: &Channel, name: &str, kind: ExchangeKind) -> lapin::Result<()> {
+    channel
+        .exchange_declare(
+            name.into(),
+            kind,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..ExchangeDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+}
+
+/// `amqp://host:port/vhost`, with no credentials.
+fn endpoint(uri: &AMQPUri) -> String {
+    let vhost = if uri.vhost == "/" {
+        "%2f"
+    } else {
+        uri.vhost.as_str()
+    };
+    format!(
+        "{}://{}:{}/{}",
+        uri.scheme, uri.authority.host, uri.authority.port, vhost
+    )
+}
+
+/// Whether an error message quotes the user info of `url` (anything between `//` and `@`).
+fn url_parts_in(message: &str, url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let Some((userinfo, _)) = rest.split_once('@') else {
+        return false;
+    };
+    userinfo
+        .split(':')
+        .any(|part| !part.is_empty() && message.contains(part))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_hides_credentials() {
+        let uri: AMQPUri = "amqp://user:s3cret@broker:5673/%2f".parse().unwrap();
+        assert_eq!(endpoint(&uri), "amqp://broker:5673/%2f");
+        let uri: AMQPUri = "amqps://u:p@h/prod".parse().unwrap();
+        assert_eq!(endpoint(&uri), "amqps://h:5671/prod");
+    }
+
+    #[test]
+    fn secrets_in_messages_are_noticed() {
+        assert!(url_parts_in("bad: s3cret", "amqp://u:s3cret@h/"));
+        assert!(!url_parts_in("bad port", "amqp://u:s3cret@h/"));
+        assert!(!url_parts_in("x", "amqp://h/"));
+    }
+}

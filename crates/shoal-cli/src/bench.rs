@@ -1,0 +1,288 @@
+//! `shoal bench dispatch`: N jobs of the no-op backend through the whole path — load, schedule,
+//! compile queue, eval queue, results, store — and one line of figures. Every message, lease and
+//! commit is real; only the compile and eval steps do nothing, so the figure measures Shoal.
+//!
+//! Jobs share compile-time parameters in groups (`--builds` distinct builds), so one compile
+//! request carries many jobs, and eval requests carry `--eval-batch` items: several jobs per
+//! message, with a compare-and-set per job all the same.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use shoal_actors::backends::SessionBackends;
+use shoal_actors::embedded::{self, EmbeddedOptions};
+use shoal_actors::scheduler::SchedulerConfig;
+use shoal_backend::session::{noop_build_key, NOOP_BUILD, NOOP_RUN};
+use shoal_bus::MemoryBus;
+use shoal_model::queue::Namespace;
+use shoal_model::{JobState, NewConfig, NewJob, NewSession, NewSolver, Params, SessionId};
+use shoal_store::{SqliteStore, Store};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Every actor in this process, in-process bus, SQLite store.
+    Embedded,
+    /// RabbitMQ and MariaDB (server URLs from SHOAL_TEST_AMQP and SHOAL_TEST_MYSQL, as
+    /// `scripts/services-up` writes them): a fresh database and namespace, and a scheduler, a
+    /// compile worker and an eval worker as separate `shoal worker` processes.
+    Cluster,
+}
+
+#[derive(Debug, Args)]
+pub struct DispatchArgs {
+    #[arg(long, value_enum, default_value_t = Mode::Embedded)]
+    pub mode: Mode,
+    /// Jobs to push through.
+    #[arg(long, default_value_t = 100_000)]
+    pub jobs: u64,
+    /// Distinct builds the jobs share.
+    #[arg(long, default_value_t = 100)]
+    pub builds: u64,
+    /// Items per eval request.
+    #[arg(long, default_value_t = 256)]
+    pub eval_batch: usize,
+}
+
+/// The session, config, solver and jobs of a run.
+pub async fn load_noop(
+    store: &dyn Store,
+    args: &DispatchArgs,
+    arch: &str,
+    num_cu: u32,
+) -> anyhow::Result<SessionId> {
+    let session = store
+        .create_session(&NewSession {
+            reason: format!("bench-dispatch {} jobs", args.jobs),
+            arch: arch.to_string(),
+            num_cu,
+            backend: "noop".into(),
+            spec: String::new(),
+            spec_path: String::new(),
+            library_version: format!("run {}", shoal_actors::now_ms()),
+            driver_version: String::new(),
+            max_retries: 3,
+        })
+        .await?;
+    let config = store
+        .upsert_configs(&[NewConfig {
+            kind: "noop".into(),
+            key: "noop".into(),
+            params: Params::new(),
+            tags: vec!["bench".into()],
+        }])
+        .await?[0]
+        .0;
+    let solver = store
+        .upsert_solvers(&[NewSolver {
+            name: "noop".into(),
+            tunable: true,
+        }])
+        .await?
+        .remove(0)
+        .id;
+    let builds = args.builds.max(1);
+    let mut batch = Vec::with_capacity(5000);
+    for i in 0..args.jobs {
+        let mut compile = Params::new();
+        compile.push("B", (i % builds).to_string());
+        let mut run = Params::new();
+        run.push("R", (i / builds).to_string());
+        batch.push(NewJob {
+            session,
+            config,
+            solver,
+            compile_step: NOOP_BUILD.into(),
+            eval_step: NOOP_RUN.into(),
+            build_key: noop_build_key(&compile),
+            compile_params: compile,
+            run_params: run,
+        });
+        if batch.len() == 5000 {
+            store.insert_jobs(&batch).await?;
+            batch.clear();
+        }
+    }
+    store.insert_jobs(&batch).await?;
+    Ok(session)
+}
+
+/// Waits until every job of the session is final; returns how many were evaluated.
+pub async fn wait_done(store: &dyn Store, session: SessionId, total: u64) -> anyhow::Result<u64> {
+    let mut last = Instant::now();
+    loop {
+        let counts = store.state_counts(session).await?;
+        let done: u64 = counts
+            .iter()
+            .filter(|(s, _)| s.is_terminal())
+            .map(|(_, n)| n)
+            .sum();
+        if done >= total {
+            return Ok(counts.get(&JobState::Evaluated).copied().unwrap_or(0));
+        }
+        if last.elapsed() > Duration::from_secs(5) {
+            eprintln!("{done}/{total} final");
+            last = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
+    let start;
+    let session;
+    let evaluated;
+    match args.mode {
+        Mode::Embedded => {
+            let dir = tempfile::tempdir()?;
+            let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("bench.db"))?);
+            store.migrate().await?;
+            let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
+            start = Instant::now();
+            session = load_noop(&*store, &args, &cpu.arch, cpu.num_cu).await?;
+            let running = embedded::start(
+                store.clone(),
+                MemoryBus::new(Namespace::new("bench").expect("valid")),
+                SessionBackends::default(),
+                EmbeddedOptions {
+                    session,
+                    host: crate::run::hostname(),
+                    work_dir: PathBuf::from(dir.path()),
+                    compile_slots: None,
+                    monitor_interval: Duration::from_secs(5),
+                    scheduler: bench_scheduler(&args),
+                },
+            )
+            .await?;
+            evaluated = wait_done(&*store, session, args.jobs).await?;
+            running.shutdown().await?;
+        }
+        Mode::Cluster => {
+            let mut cluster = BenchCluster::start(&args).await?;
+            let store = cluster.store.clone();
+            // The eval worker times on its CPU: the session targets it.
+            let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
+            start = Instant::now();
+            session = load_noop(&*store, &args, &cpu.arch, cpu.num_cu).await?;
+            evaluated = wait_done(&*store, session, args.jobs).await?;
+            cluster.stop().await;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    if evaluated != args.jobs {
+        anyhow::bail!("only {evaluated} of {} jobs were evaluated", args.jobs);
+    }
+    println!(
+        "dispatch mode={} jobs={} secs={secs:.2} jobs_per_s={:.0}",
+        match args.mode {
+            Mode::Embedded => "embedded",
+            Mode::Cluster => "cluster",
+        },
+        args.jobs,
+        args.jobs as f64 / secs
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Limits sized for throughput: deep queues, big batches.
+pub fn bench_scheduler(args: &DispatchArgs) -> SchedulerConfig {
+    SchedulerConfig {
+        max_compile_in_flight: 20_000,
+        max_eval_in_flight: 20_000,
+        eval_batch: args.eval_batch,
+        result_batch: 1024,
+        ..SchedulerConfig::default()
+    }
+}
+
+/// A throw-away cluster for one benchmark run: its own database and namespace, three worker
+/// processes, all removed at the end.
+struct BenchCluster {
+    store: Arc<dyn Store>,
+    server: String,
+    database: String,
+    amqp: String,
+    namespace: String,
+    children: Vec<std::process::Child>,
+    _work: tempfile::TempDir,
+}
+
+impl BenchCluster {
+    async fn start(args: &DispatchArgs) -> anyhow::Result<BenchCluster> {
+        let var = |k: &str| {
+            std::env::var(k).map_err(|_| {
+                anyhow::anyhow!("{k} is not set: run scripts/services-up and source its credentials file (scripts/bench-dispatch does)")
+            })
+        };
+        let server = var("SHOAL_TEST_MYSQL")?;
+        let amqp = var("SHOAL_TEST_AMQP")?;
+        let tag = format!("bench{}", std::process::id());
+        let database = format!("shoal_{tag}");
+        shoal_store::mysql::MysqlStore::create_database(&server, &database).await?;
+        let db_url = format!("{}/{database}", server.trim_end_matches('/'));
+        let store = crate::connect::open_store_url(&db_url).await?;
+        store.migrate().await?;
+        let work = tempfile::tempdir()?;
+        let exe = std::env::current_exe()?;
+        let arch = std::env::consts::ARCH.to_string();
+        let batch = args.eval_batch.to_string();
+        let mut children = Vec::new();
+        for (name, role_args) in [
+            (
+                "scheduler",
+                vec![
+                    "--role",
+                    "scheduler",
+                    "--eval-batch",
+                    &batch,
+                    "--max-in-flight",
+                    "20000",
+                ],
+            ),
+            ("compile", vec!["--role", "compile", "--arch", &arch]),
+            ("eval", vec!["--role", "eval"]),
+        ] {
+            let child = std::process::Command::new(&exe)
+                .arg("worker")
+                .args(&role_args)
+                .arg("--work-dir")
+                .arg(work.path().join(name))
+                .env("SHOAL_DB", &db_url)
+                .env("SHOAL_BROKER", &amqp)
+                .env("SHOAL_NAMESPACE", &tag)
+                .env("RUST_LOG", "warn")
+                .stdout(std::process::Stdio::null())
+                .spawn()?;
+            children.push(child);
+        }
+        Ok(BenchCluster {
+            store,
+            server,
+            database,
+            amqp,
+            namespace: tag,
+            children,
+            _work: work,
+        })
+    }
+
+    async fn stop(&mut self) {
+        for c in &self.children {
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+        }
+        for c in &mut self.children {
+            let _ = c.wait();
+        }
+        let _ =
+            shoal_store::mysql::MysqlStore::drop_database_at(&self.server, &self.database).await;
+        if let Ok(ns) = Namespace::new(&self.namespace) {
+            if let Ok(bus) = shoal_bus::amqp::RabbitBus::connect(&self.amqp, ns).await {
+                let _ = bus.delete_namespace().await;
+            }
+        }
+    }
+}

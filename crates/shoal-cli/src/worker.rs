@@ -1,0 +1,149 @@
+//! `shoal worker`: one process of the cluster, running the actors of its roles over RabbitMQ and
+//! MySQL until SIGTERM or Ctrl-C, then draining.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use shoal_actors::backends::SessionBackends;
+use shoal_actors::cluster::{self, Roles, WorkerOptions};
+use shoal_actors::scheduler::SchedulerConfig;
+use shoal_backend::miopen::{PERF_COMPILE, PERF_EVAL};
+use shoal_backend::session::{NOOP_BUILD, NOOP_RUN};
+use shoal_model::steps::{COMMAND_BUILD, COMMAND_RUN};
+
+use crate::connect::{open_bus_url, open_store_url, redact, Settings};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    Scheduler,
+    Compile,
+    Eval,
+    Monitor,
+    All,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// What this process runs (repeatable): the Scheduler (one per deployment), Compilers (CPU
+    /// hosts), Evaluators (one per GPU of the host), the GpuMonitor, or all of them.
+    #[arg(long, value_enum, required = true)]
+    pub role: Vec<Role>,
+    /// Steps to serve (default: every known compile and eval step).
+    #[arg(long, value_delimiter = ',')]
+    pub fin_steps: Vec<String>,
+    /// Architectures whose compile queues to consume (default: those of the sessions in the
+    /// store at start-up and of this host's devices).
+    #[arg(long, value_delimiter = ',')]
+    pub arch: Vec<String>,
+    /// Concurrent builds (default: one per core).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// Also evaluate on the CPU when the host has GPUs.
+    #[arg(long)]
+    pub eval_on_cpu: bool,
+    /// Working directory for builds, MIOpen directories and the artifact cache.
+    #[arg(long, default_value = "shoal-work")]
+    pub work_dir: PathBuf,
+    /// Config file with `broker`, `db`, `namespace`, `fin` (default: $SHOAL_CONFIG, else
+    /// /etc/shoal/shoal.toml). The environment (SHOAL_BROKER, SHOAL_DB, SHOAL_NAMESPACE,
+    /// SHOAL_FIN) wins over the file; passwords are never taken from the command line.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Items per eval request the Scheduler sends.
+    #[arg(long, default_value_t = 1)]
+    pub eval_batch: usize,
+    /// Jobs in flight per phase at most (Scheduler).
+    #[arg(long, default_value_t = 256)]
+    pub max_in_flight: u64,
+}
+
+const COMPILE_STEPS: [&str; 3] = [COMMAND_BUILD, PERF_COMPILE, NOOP_BUILD];
+const EVAL_STEPS: [&str; 3] = [COMMAND_RUN, PERF_EVAL, NOOP_RUN];
+
+pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let stop = crate::signals::install()?;
+    let settings = Settings::load(args.config.as_deref())?;
+    let db_url = settings
+        .db
+        .clone()
+        .context("no database: set SHOAL_DB or `db` in the config file")?;
+    let broker_url = settings
+        .broker
+        .clone()
+        .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
+    let store = open_store_url(&db_url).await?;
+    store.migrate().await?;
+    let bus = open_bus_url(&broker_url, settings.namespace()?).await?;
+    let all = args.role.contains(&Role::All);
+    let roles = Roles {
+        scheduler: all || args.role.contains(&Role::Scheduler),
+        compile: all || args.role.contains(&Role::Compile),
+        eval: all || args.role.contains(&Role::Eval),
+        monitor: all || args.role.contains(&Role::Monitor),
+    };
+    let pick = |known: &[&str]| -> Vec<String> {
+        known
+            .iter()
+            .filter(|s| args.fin_steps.is_empty() || args.fin_steps.iter().any(|f| f == *s))
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let (compile_steps, eval_steps) = (pick(&COMPILE_STEPS), pick(&EVAL_STEPS));
+    let mut archs = args.arch.clone();
+    if archs.is_empty() {
+        for s in store.sessions().await? {
+            archs.push(s.info.arch);
+        }
+        for d in shoal_gpu::discover(&shoal_gpu::SystemRoot::default()) {
+            archs.push(d.arch);
+        }
+        archs.sort();
+        archs.dedup();
+    }
+    std::fs::create_dir_all(&args.work_dir)
+        .with_context(|| format!("creating {}", args.work_dir.display()))?;
+    let work_dir = args.work_dir.canonicalize()?;
+    let backends = SessionBackends::new(crate::miopen::fin_path(settings.fin.clone()));
+    let worker = cluster::start(
+        store.clone(),
+        bus.clone(),
+        backends,
+        WorkerOptions {
+            roles,
+            // Several workers may share a host: the pid tells them apart in the store and logs.
+            host: format!("{}:{}", crate::run::hostname(), std::process::id()),
+            work_dir,
+            compile_slots: args.jobs,
+            compile_steps,
+            compile_archs: archs,
+            eval_steps,
+            eval_on_cpu: args.eval_on_cpu,
+            monitor_interval: Duration::from_secs(10),
+            scheduler: SchedulerConfig {
+                eval_batch: args.eval_batch.max(1),
+                max_compile_in_flight: args.max_in_flight,
+                max_eval_in_flight: args.max_in_flight,
+                ..SchedulerConfig::default()
+            },
+        },
+    )
+    .await?;
+    tracing::info!(
+        roles = ?args.role,
+        broker = %redact(&broker_url),
+        db = %redact(&db_url),
+        namespace = %settings.namespace,
+        queues = ?worker.queues,
+        "worker started"
+    );
+    let mut stop = stop;
+    stop.triggered().await;
+    tracing::info!("stopping: draining in-flight work");
+    worker.shutdown().await;
+    bus.close().await?;
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,180 @@
+//! Migrations for MySQL/MariaDB: the files of `schemas/mysql/`, applied in order and recorded in
+//! `schema_version`.
+//!
+//! MySQL commits each DDL statement by itself, so a migration cannot be undone as a whole the
+//! way the SQLite store's can. Instead every statement of a migration is idempotent (`CREATE
+//! TABLE IF NOT EXISTS`, indexes inside the table), the version row is written only after the
+//! last statement, and a named lock (`GET_LOCK`) keeps two `migrate` calls on one database from
+//! interleaving. A migration cut off half-way is finished by the next `migrate`.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+
+use super::queries as q;
+use super::OpError;
+use crate::StoreError;
+
+/// The migrations this build knows, in order: (version, SQL). Never edit a released one.
+pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../../../../schemas/mysql/0001_init.sql")),
+    (
+        2,
+        include_str!("../../../../schemas/mysql/0002_applicability.sql"),
+    ),
+];
+
+/// How long `migrate` waits for another process's migration to finish, in seconds.
+const LOCK_WAIT_S: i64 = 120;
+
+/// Splits a migration file into statements: `;` ends a statement outside quotes, `-- ` starts a
+/// comment to the end of the line (as in MySQL, the dashes must be followed by white space).
+pub(crate) fn statements(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(qc) => {
+                current.push(c);
+                if c == qc {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' | '`' => {
+                    quote = Some(c);
+                    current.push(c);
+                }
+                '-' if chars.peek() == Some(&'-') => {
+                    let mut rest = chars.clone();
+                    rest.next();
+                    if rest.peek().is_none_or(|n| n.is_whitespace()) {
+                        // A comment: skip to the end of the line.
+                        for n in chars.by_ref() {
+                            if n == '\n' {
+                                current.push('\n');
+                                break;
+                            }
+                        }
+                    } else {
+                        current.push(c);
+                    }
+                }
+                ';' => {
+                    let s = current.trim();
+                    if !s.is_empty() {
+                        out.push(s.to_string());
+                    }
+                    current.clear();
+                }
+                _ => current.push(c),
+            },
+        }
+    }
+    let s = current.trim();
+    if !s.is_empty() {
+        out.push(s.to_string());
+    }
+    out
+}
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+/// The schema version recorded in the database (0 for a database never migrated).
+pub(crate) async fn schema_version(conn: &mut Conn) -> Result<u32, OpError> {
+    let has: Option<i64> = conn.exec_first(q::HAS_SCHEMA_VERSION, ()).await?;
+    if has.unwrap_or(0) == 0 {
+        return Ok(0);
+    }
+    let v: Option<u32> = conn.exec_first(q::SCHEMA_VERSION, ()).await?;
+    Ok(v.unwrap_or(0))
+}
+
+/// Applies the pending migrations under the database's migration lock, on `conn` (a connection
+/// of its own, which it closes).
+pub(crate) async fn migrate(mut conn: Conn, database: &str, now: i64) -> Result<u32, OpError> {
+    // Lock names are at most 64 characters.
+    let lock: String = format!("shoal.migrate.{database}")
+        .chars()
+        .take(64)
+        .collect();
+    let got: Option<i64> = conn
+        .exec_first(q::GET_MIGRATION_LOCK, (lock.as_str(), LOCK_WAIT_S))
+        .await?;
+    if got != Some(1) {
+        return Err(StoreError::Invalid(format!(
+            "migrating the schema: another migration of `{database}` held the lock for \
+             {LOCK_WAIT_S} s"
+        ))
+        .into());
+    }
+    let result = migrate_locked(&mut conn, now).await;
+    let released: Result<Option<i64>, _> = conn
+        .exec_first(q::RELEASE_MIGRATION_LOCK, (lock.as_str(),))
+        .await;
+    if let Err(e) = released {
+        // The lock goes with the connection, which a broken connection no longer has.
+        tracing::warn!(error = %e, "releasing the migration lock");
+    }
+    if let Err(e) = conn.disconnect().await {
+        tracing::debug!(error = %e, "closing the migration connection");
+    }
+    result
+}
+
+async fn migrate_locked(conn: &mut Conn, now: i64) -> Result<u32, OpError> {
+    conn.query_drop(q::CREATE_SCHEMA_VERSION).await?;
+    let found: Option<u32> = conn.exec_first(q::SCHEMA_VERSION, ()).await?;
+    let found = found.unwrap_or(0);
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        }
+        .into());
+    }
+    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+        for statement in statements(sql) {
+            conn.query_drop(statement).await?;
+        }
+        conn.exec_drop(q::INSERT_SCHEMA_VERSION, (version, now))
+            .await?;
+        tracing::info!(version, "applied mysql migration");
+    }
+    Ok(SCHEMA_VERSION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_on_semicolons_outside_quotes_and_drops_comments() {
+        let sql = "-- a comment; with a semicolon\nCREATE TABLE a (x INT CHECK (x IN (';')));\n\
+                   -- another\n  \nCREATE TABLE b (y TEXT) -- trailing; comment\n;\nSELECT 1--2";
+        assert_eq!(
+            statements(sql),
+            vec![
+                "CREATE TABLE a (x INT CHECK (x IN (';')))".to_string(),
+                "CREATE TABLE b (y TEXT)".to_string(),
+                "SELECT 1--2".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_migration_is_idempotent_ddl() {
+        for (version, sql) in MIGRATIONS {
+            let stmts = statements(sql);
+            assert!(!stmts.is_empty(), "migration {version} is empty");
+            for s in stmts {
+                assert!(
+                    s.starts_with("CREATE TABLE IF NOT EXISTS "),
+                    "migration {version}: not idempotent: {s}"
+                );
+            }
+        }
+    }
+}

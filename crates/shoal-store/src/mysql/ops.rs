@@ -1,0 +1,840 @@
+//! The store's operations on one connection, each a straight sequence of statements.
+//!
+//! [`super::MysqlStore`] hands each a connection from its pool and retries the whole operation
+//! when the connection broke (or InnoDB chose it as a deadlock victim) before a commit was
+//! sent; so every write here runs inside an explicit transaction, and a retried operation starts
+//! from nothing.
+//!
+//! Many-row writes run one statement text over many parameter rows ([`Ctx::bulk`]): on MariaDB
+//! that is `COM_STMT_BULK_EXECUTE`, one round trip for the lot, executed row by row in order;
+//! on MySQL (which lacks it) one round trip per row. Compare-and-sets that share their new
+//! values are grouped into one `UPDATE … WHERE id IN (…)` ([`write_updates`]), which the server
+//! runs in about half the time of the same rows executed one by one.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Params, Row, Transaction, TxOpts, Value};
+use shoal_model::{
+    Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
+    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, SolverId, Transition,
+};
+
+use super::queries as q;
+use super::rows::{self, get, int, opt_int, opt_text, text, to_json};
+use super::OpError;
+use crate::{Batch, BuildRecord, StoreError};
+
+type OpResult<T> = std::result::Result<T, OpError>;
+
+/// How a connection's many-row writes are sent.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ctx {
+    /// The server executes `COM_STMT_BULK_EXECUTE` (MariaDB ≥ 10.2), which `exec_batch` uses.
+    pub bulk: bool,
+}
+
+/// Bytes of parameters per bulk request: far under any `max_allowed_packet`, so mysql_async
+/// never splits one call into several requests (the affected-row count is of the last one).
+const BULK_BYTES: usize = 1 << 20;
+
+fn value_len(v: &Value) -> usize {
+    match v {
+        Value::Bytes(b) => b.len() + 9,
+        _ => 9,
+    }
+}
+
+impl Ctx {
+    /// Executes `sql` once per parameter row, in order; returns the affected rows in total.
+    async fn bulk(
+        self,
+        tx: &mut Transaction<'_>,
+        sql: &str,
+        rows: Vec<Vec<Value>>,
+    ) -> OpResult<u64> {
+        let mut affected = 0;
+        if !self.bulk {
+            for row in rows {
+                tx.exec_drop(sql, Params::Positional(row)).await?;
+                affected += tx.affected_rows();
+            }
+            return Ok(affected);
+        }
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let mut chunk = Vec::new();
+            let mut bytes = 0;
+            while let Some(row) = rows.next_if(|r| {
+                chunk.is_empty() || bytes + r.iter().map(value_len).sum::<usize>() <= BULK_BYTES
+            }) {
+                bytes += row.iter().map(value_len).sum::<usize>();
+                chunk.push(Params::Positional(row));
+            }
+            tx.exec_batch(sql, chunk).await?;
+            affected += tx.affected_rows();
+        }
+        Ok(affected)
+    }
+}
+
+/// `values` padded to the placeholder count of an `IN (…)` list of their length.
+fn padded(mut values: Vec<Value>) -> Vec<Value> {
+    let k = q::bucket(values.len());
+    if let Some(last) = values.last().cloned() {
+        values.resize(k, last);
+    }
+    values
+}
+
+async fn begin(conn: &mut Conn) -> OpResult<Transaction<'_>> {
+    Ok(conn.start_transaction(TxOpts::default()).await?)
+}
+
+/// Commits on success, rolls back on failure (so locks go at once, not when the pool cleans up).
+async fn finish<T>(tx: Transaction<'_>, result: OpResult<T>) -> OpResult<T> {
+    match result {
+        Ok(v) => {
+            tx.commit().await.map_err(OpError::Commit)?;
+            Ok(v)
+        }
+        Err(e) => {
+            if let Err(rollback) = tx.rollback().await {
+                tracing::debug!(error = %rollback, "rollback after a failed operation");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The in-flight state names, bound into `IN (…)`; derived from the model so the store never
+/// disagrees with the state machine about what "in flight" means.
+fn in_flight_states() -> Vec<Value> {
+    JobState::ALL
+        .into_iter()
+        .filter(|s| s.is_in_flight())
+        .map(|s| text(s.as_str()))
+        .collect()
+}
+
+// ---- sessions -----------------------------------------------------------------------------
+
+fn session_identity(s: &NewSession) -> Vec<Value> {
+    vec![
+        text(&s.reason),
+        text(&s.arch),
+        int(s.num_cu),
+        text(&s.backend),
+        text(&s.spec),
+        text(&s.spec_path),
+        text(&s.library_version),
+        text(&s.driver_version),
+        int(s.max_retries),
+    ]
+}
+
+pub(crate) async fn create_session(
+    mut conn: Conn,
+    s: &NewSession,
+    now: i64,
+) -> OpResult<SessionId> {
+    let mut tx = begin(&mut conn).await?;
+    let mut params = session_identity(s);
+    params.push(int(now));
+    let r: OpResult<SessionId> = async {
+        tx.exec_drop(q::INSERT_SESSION, params).await?;
+        let id = tx.last_insert_id().ok_or_else(|| {
+            StoreError::Invalid("the server returned no id for the new session".into())
+        })?;
+        Ok(SessionId(rows::to_i64("session id", id)?))
+    }
+    .await;
+    finish(tx, r).await
+}
+
+pub(crate) async fn session(mut conn: Conn, id: SessionId) -> OpResult<Option<Session>> {
+    let row: Option<Row> = conn.exec_first(q::SESSION, (id.0,)).await?;
+    Ok(row.map(rows::session).transpose()?)
+}
+
+pub(crate) async fn sessions(mut conn: Conn) -> OpResult<Vec<Session>> {
+    let rows: Vec<Row> = conn.exec(q::SESSIONS, ()).await?;
+    Ok(rows
+        .into_iter()
+        .map(rows::session)
+        .collect::<crate::Result<_>>()?)
+}
+
+pub(crate) async fn find_session(mut conn: Conn, s: &NewSession) -> OpResult<Option<Session>> {
+    let rows: Vec<Row> = conn.exec(q::FIND_SESSION, session_identity(s)).await?;
+    for row in rows {
+        let found = rows::session(row)?;
+        // The collation ignores trailing spaces; the identity does not.
+        if found.info == *s {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+// ---- configs and solvers ------------------------------------------------------------------
+
+/// The ids of the configs with these keys (exact matches only).
+async fn config_ids(
+    tx: &mut Transaction<'_>,
+    keys: &[&str],
+    into: &mut HashMap<String, ConfigId>,
+) -> OpResult<()> {
+    for chunk in keys.chunks(q::MAX_IN) {
+        let params = padded(chunk.iter().map(|k| text(k)).collect());
+        let rows: Vec<(i64, String)> = tx.exec(q::config_ids_by_key(chunk.len()), params).await?;
+        for (id, key) in rows {
+            into.insert(key, ConfigId(id));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn upsert_configs(
+    mut conn: Conn,
+    ctx: Ctx,
+    configs: &[NewConfig],
+) -> OpResult<Vec<(ConfigId, bool)>> {
+    let mut tx = begin(&mut conn).await?;
+    let r = upsert_configs_tx(&mut tx, ctx, configs).await;
+    finish(tx, r).await
+}
+
+async fn upsert_configs_tx(
+    tx: &mut Transaction<'_>,
+    ctx: Ctx,
+    configs: &[NewConfig],
+) -> OpResult<Vec<(ConfigId, bool)>> {
+    let mut distinct: Vec<&str> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for c in configs {
+        if seen.insert(c.key.as_str()) {
+            distinct.push(&c.key);
+        }
+    }
+    let mut ids = HashMap::new();
+    config_ids(tx, &distinct, &mut ids).await?;
+    // The first config of each new key creates it, in input order.
+    let mut created = BTreeSet::new();
+    let mut inserts = Vec::new();
+    for c in configs {
+        if !ids.contains_key(&c.key) && created.insert(c.key.as_str()) {
+            let params = to_json("config params", &c.params)?;
+            inserts.push(vec![text(&c.kind), text(&c.key), text(&params)]);
+        }
+    }
+    if !inserts.is_empty() {
+        ctx.bulk(tx, q::INSERT_CONFIG, inserts).await?;
+        let new: Vec<&str> = created.iter().copied().collect();
+        config_ids(tx, &new, &mut ids).await?;
+    }
+    let mut out = Vec::with_capacity(configs.len());
+    let mut tags = Vec::new();
+    let mut reported = BTreeSet::new();
+    for c in configs {
+        let id = *ids
+            .get(&c.key)
+            .ok_or_else(|| StoreError::Invalid(format!("config `{}` was not stored", c.key)))?;
+        for t in &c.tags {
+            tags.push(vec![int(id.0), text(t)]);
+        }
+        let is_new = created.contains(c.key.as_str()) && reported.insert(c.key.as_str());
+        out.push((id, is_new));
+    }
+    if !tags.is_empty() {
+        ctx.bulk(tx, q::INSERT_CONFIG_TAG, tags).await?;
+    }
+    Ok(out)
+}
+
+pub(crate) async fn config(mut conn: Conn, id: ConfigId) -> OpResult<Option<Config>> {
+    let row: Option<Row> = conn.exec_first(q::CONFIG, (id.0,)).await?;
+    Ok(row.map(|mut r| rows::config(&mut r)).transpose()?)
+}
+
+pub(crate) async fn configs_with_tag(mut conn: Conn, tag: &str) -> OpResult<Vec<Config>> {
+    let rows: Vec<Row> = conn.exec(q::CONFIGS_WITH_TAG, (tag,)).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for mut row in rows {
+        let found: String = get(&mut row, 4)?;
+        if found == tag {
+            out.push(rows::config(&mut row)?);
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) async fn upsert_solvers(
+    mut conn: Conn,
+    ctx: Ctx,
+    solvers: &[NewSolver],
+) -> OpResult<Vec<Solver>> {
+    let mut tx = begin(&mut conn).await?;
+    let r: OpResult<Vec<Solver>> = async {
+        let rows = solvers
+            .iter()
+            .map(|s| vec![text(&s.name), int(i64::from(s.tunable))])
+            .collect();
+        ctx.bulk(&mut tx, q::INSERT_SOLVER, rows).await?;
+        let names: Vec<&str> = solvers.iter().map(|s| s.name.as_str()).collect();
+        let mut by_name = HashMap::new();
+        for chunk in names.chunks(q::MAX_IN) {
+            let sql = q::in_list(q::SOLVERS_BY_NAME, chunk.len(), "");
+            let params = padded(chunk.iter().map(|n| text(n)).collect());
+            let rows: Vec<Row> = tx.exec(sql, params).await?;
+            for row in rows {
+                let s = rows::solver(row)?;
+                by_name.insert(s.name.clone(), s);
+            }
+        }
+        solvers
+            .iter()
+            .map(|s| {
+                by_name.get(&s.name).cloned().ok_or_else(|| {
+                    // Only a name differing from a stored one by trailing spaces gets here.
+                    OpError::Store(StoreError::Invalid(format!(
+                        "solver `{}` clashes with a stored name that differs only in trailing \
+                         spaces",
+                        s.name
+                    )))
+                })
+            })
+            .collect()
+    }
+    .await;
+    finish(tx, r).await
+}
+
+pub(crate) async fn solvers(mut conn: Conn) -> OpResult<Vec<Solver>> {
+    let rows: Vec<Row> = conn.exec(q::SOLVERS, ()).await?;
+    Ok(rows
+        .into_iter()
+        .map(rows::solver)
+        .collect::<crate::Result<_>>()?)
+}
+
+pub(crate) async fn set_applicability(
+    mut conn: Conn,
+    ctx: Ctx,
+    session: SessionId,
+    rows: &[(ConfigId, SolverId, bool)],
+    now: i64,
+) -> OpResult<()> {
+    let mut tx = begin(&mut conn).await?;
+    let params = rows
+        .iter()
+        .map(|(config, solver, applicable)| {
+            vec![
+                int(session.0),
+                int(config.0),
+                int(solver.0),
+                int(i64::from(*applicable)),
+                int(now),
+            ]
+        })
+        .collect();
+    let r = ctx
+        .bulk(&mut tx, q::UPSERT_APPLICABILITY, params)
+        .await
+        .map(drop);
+    finish(tx, r).await
+}
+
+pub(crate) async fn applicable_solvers(
+    mut conn: Conn,
+    session: SessionId,
+    config: ConfigId,
+) -> OpResult<Vec<SolverId>> {
+    let ids: Vec<i64> = conn
+        .exec(q::APPLICABLE_SOLVERS, (session.0, config.0))
+        .await?;
+    Ok(ids.into_iter().map(SolverId).collect())
+}
+
+// ---- jobs ---------------------------------------------------------------------------------
+
+pub(crate) async fn insert_jobs(
+    mut conn: Conn,
+    ctx: Ctx,
+    jobs: &[NewJob],
+    now: i64,
+) -> OpResult<u64> {
+    let mut params = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        params.push(vec![
+            int(j.session.0),
+            int(j.config.0),
+            int(j.solver.0),
+            text(&j.compile_step),
+            text(&j.eval_step),
+            text(&to_json("compile params", &j.compile_params)?),
+            text(&to_json("run params", &j.run_params)?),
+            text(&j.candidate_key()),
+            text(&j.build_key),
+            text(JobState::New.as_str()),
+            int(now),
+            int(now),
+        ]);
+    }
+    let mut tx = begin(&mut conn).await?;
+    let r = ctx.bulk(&mut tx, q::INSERT_JOB, params).await;
+    finish(tx, r).await
+}
+
+pub(crate) async fn job(mut conn: Conn, id: JobId) -> OpResult<Option<Job>> {
+    let row: Option<Row> = conn.exec_first(q::JOB, (id.0,)).await?;
+    Ok(row.map(rows::job).transpose()?)
+}
+
+fn jobs(rows: Vec<Row>) -> OpResult<Vec<Job>> {
+    Ok(rows
+        .into_iter()
+        .map(rows::job)
+        .collect::<crate::Result<_>>()?)
+}
+
+pub(crate) async fn jobs_in_state(
+    mut conn: Conn,
+    session: SessionId,
+    state: JobState,
+    limit: u32,
+) -> OpResult<Vec<Job>> {
+    let params = vec![int(session.0), text(state.as_str()), int(limit)];
+    jobs(conn.exec(q::JOBS_IN_STATE, params).await?)
+}
+
+pub(crate) async fn in_flight(mut conn: Conn, session: SessionId) -> OpResult<Vec<Job>> {
+    let mut params = vec![int(session.0)];
+    params.extend(in_flight_states());
+    jobs(conn.exec(q::IN_FLIGHT, params).await?)
+}
+
+pub(crate) async fn expired_leases(mut conn: Conn, now_ms: i64, limit: u32) -> OpResult<Vec<Job>> {
+    let mut params = in_flight_states();
+    params.extend([int(now_ms), int(limit)]);
+    jobs(conn.exec(q::EXPIRED_LEASES, params).await?)
+}
+
+pub(crate) async fn state_counts(
+    mut conn: Conn,
+    session: SessionId,
+) -> OpResult<BTreeMap<JobState, u64>> {
+    let pairs: Vec<(String, i64)> = conn.exec(q::STATE_COUNTS, (session.0,)).await?;
+    pairs
+        .into_iter()
+        .map(|(state, n)| {
+            let state = state.parse().map_err(StoreError::Invalid)?;
+            Ok((state, n.max(0) as u64))
+        })
+        .collect()
+}
+
+// ---- apply --------------------------------------------------------------------------------
+
+/// The six per-state timestamp parameters of `CAS_UPDATE`: `now` in the column of the state
+/// entered, NULL (keep) in the others. Entering `new` (a retry) stamps nothing.
+fn timestamps(to: JobState, now: i64) -> [Value; 6] {
+    let slot = match to {
+        JobState::New => None,
+        JobState::CompileQueued => Some(0),
+        JobState::Compiling => Some(1),
+        JobState::Compiled => Some(2),
+        JobState::EvalQueued => Some(3),
+        JobState::Evaluating => Some(4),
+        JobState::Evaluated | JobState::Errored | JobState::NotApplicable => Some(5),
+    };
+    std::array::from_fn(|i| {
+        if slot == Some(i) {
+            int(now)
+        } else {
+            Value::NULL
+        }
+    })
+}
+
+/// What a batch writes, worked out from the locked rows: which changes apply (in order, each
+/// seeing the ones before it), the writes that make it so, and the result rows to insert.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Plan {
+    pub applied: Vec<bool>,
+    /// (index of the change, wave): a job's first applied change in the batch is in wave 0, its
+    /// second in wave 1, and so on. The writes of one wave touch distinct jobs, so they may go
+    /// in any order; waves go in order.
+    pub writes: Vec<(usize, usize)>,
+    pub results: Vec<Vec<Value>>,
+}
+
+/// Replays the batch against `current` (job id → state and attempt, for the jobs that exist),
+/// exactly as one compare-and-set per change in batch order would; updates `current` to the
+/// state after the batch.
+pub(crate) fn plan(
+    batch: &Batch,
+    current: &mut HashMap<i64, (JobState, u32)>,
+) -> crate::Result<Plan> {
+    let mut plan = Plan::default();
+    let mut waves: HashMap<i64, usize> = HashMap::new();
+    for (i, change) in batch.changes.iter().enumerate() {
+        let t = &change.transition;
+        let row = current.get_mut(&t.job.0);
+        let ok = matches!(row.as_deref(), Some(&(state, attempt)) if state == t.from && attempt == t.attempt);
+        plan.applied.push(ok);
+        let Some(row) = row.filter(|_| ok) else {
+            continue;
+        };
+        *row = (t.to, t.next_attempt());
+        let wave = waves.entry(t.job.0).or_insert(0);
+        plan.writes.push((i, *wave));
+        *wave += 1;
+        if let Some(r) = &change.result {
+            plan.results.push(rows::result_params(r)?);
+        }
+    }
+    Ok(plan)
+}
+
+/// The SET parameters of a compare-and-set ([`q::CAS_SET_PARAMS`] of them).
+fn set_params(t: &Transition, now: i64) -> Vec<Value> {
+    let (kind, error) = match &t.failure {
+        Some((k, e)) => (Some(k.as_str()), Some(e.as_str())),
+        None => (None, None),
+    };
+    let mut params = Vec::with_capacity(q::CAS_SET_PARAMS + 3);
+    params.extend([
+        text(t.to.as_str()),
+        int(t.next_attempt()),
+        int(i64::from(t.count_retry)),
+        opt_int(t.lease_deadline_ms),
+        opt_text(t.worker.as_deref()),
+        opt_text(t.artifact.as_deref()),
+        opt_text(kind),
+        opt_text(error),
+        int(now),
+    ]);
+    params.extend(timestamps(t.to, now));
+    params
+}
+
+/// Changes that may share one grouped update: the same compare-and-set pair and the same new
+/// values (the job id aside).
+#[derive(Clone, Copy, Hash, PartialEq, Eq)]
+struct GroupKey<'a> {
+    from: JobState,
+    attempt: u32,
+    to: JobState,
+    count_retry: bool,
+    lease: Option<i64>,
+    worker: Option<&'a str>,
+    artifact: Option<&'a str>,
+    failure: Option<(FailureKind, &'a str)>,
+}
+
+impl<'a> GroupKey<'a> {
+    fn of(t: &'a Transition) -> Self {
+        GroupKey {
+            from: t.from,
+            attempt: t.attempt,
+            to: t.to,
+            count_retry: t.count_retry,
+            lease: t.lease_deadline_ms,
+            worker: t.worker.as_deref(),
+            artifact: t.artifact.as_deref(),
+            failure: t.failure.as_ref().map(|(k, e)| (*k, e.as_str())),
+        }
+    }
+}
+
+/// The smallest group written as one `UPDATE … WHERE id IN (…)`: below it, the round trip of a
+/// statement of its own costs more than the group saves over the rows' share of one bulk
+/// execution (measured: a grouped update does a row in about half the server time).
+pub(crate) const MIN_GROUP: usize = 8;
+
+/// Writes the planned updates, wave by wave: large groups as grouped updates, the rest as one
+/// bulk execution of the per-row update. Returns the affected rows.
+async fn write_updates(
+    tx: &mut Transaction<'_>,
+    ctx: Ctx,
+    batch: &Batch,
+    writes: &[(usize, usize)],
+    now: i64,
+) -> OpResult<u64> {
+    let waves = writes.iter().map(|&(_, w)| w + 1).max().unwrap_or(0);
+    let mut affected = 0;
+    for wave in 0..waves {
+        // Groups in order of first appearance, so the statements are the same from run to run.
+        let mut order: Vec<GroupKey<'_>> = Vec::new();
+        let mut groups: HashMap<GroupKey<'_>, Vec<usize>> = HashMap::new();
+        for &(i, _) in writes.iter().filter(|&&(_, w)| w == wave) {
+            let key = GroupKey::of(&batch.changes[i].transition);
+            groups
+                .entry(key)
+                .or_insert_with(|| {
+                    order.push(key);
+                    Vec::new()
+                })
+                .push(i);
+        }
+        let mut singles = Vec::new();
+        for key in order {
+            let members = &groups[&key];
+            if members.len() < MIN_GROUP {
+                for &i in members {
+                    let t = &batch.changes[i].transition;
+                    let mut params = set_params(t, now);
+                    params.extend([int(t.job.0), text(t.from.as_str()), int(t.attempt)]);
+                    singles.push(params);
+                }
+                continue;
+            }
+            let first = &batch.changes[members[0]].transition;
+            for chunk in members.chunks(q::MAX_IN) {
+                let mut params = set_params(first, now);
+                params.extend([text(key.from.as_str()), int(key.attempt)]);
+                params.extend(padded(
+                    chunk
+                        .iter()
+                        .map(|&i| int(batch.changes[i].transition.job.0))
+                        .collect(),
+                ));
+                tx.exec_drop(q::cas_update_group(chunk.len()), params)
+                    .await?;
+                affected += tx.affected_rows();
+            }
+        }
+        affected += ctx.bulk(tx, q::CAS_UPDATE, singles).await?;
+    }
+    Ok(affected)
+}
+
+fn build_params(b: &BuildRecord) -> Vec<Value> {
+    let (artifact, kind, detail) = match &b.result {
+        Ok(artifact) => (Some(artifact.as_str()), None, None),
+        Err((kind, detail)) => (None, Some(kind.as_str()), Some(detail.as_str())),
+    };
+    vec![
+        int(b.session.0),
+        text(&b.build_key),
+        opt_text(artifact),
+        opt_text(kind),
+        opt_text(detail),
+    ]
+}
+
+/// One transaction: lock the batch's jobs and read their (state, attempt) (one statement per
+/// [`q::MAX_IN`] jobs), replay the batch in memory ([`plan`]), then write the updates that
+/// apply ([`write_updates`]), their result rows and the builds (one bulk execution each).
+pub(crate) async fn apply(
+    mut conn: Conn,
+    ctx: Ctx,
+    batch: &Batch,
+    now: i64,
+) -> OpResult<Vec<bool>> {
+    let mut tx = begin(&mut conn).await?;
+    let r = apply_tx(&mut tx, ctx, batch, now).await;
+    finish(tx, r).await
+}
+
+async fn apply_tx(
+    tx: &mut Transaction<'_>,
+    ctx: Ctx,
+    batch: &Batch,
+    now: i64,
+) -> OpResult<Vec<bool>> {
+    // Ascending order: concurrent batches lock shared jobs in the same order.
+    let ids: BTreeSet<i64> = batch.changes.iter().map(|c| c.transition.job.0).collect();
+    let ids: Vec<i64> = ids.into_iter().collect();
+    let mut current = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(q::MAX_IN) {
+        let params = padded(chunk.iter().map(|&id| int(id)).collect());
+        let rows: Vec<(i64, String, u32)> = tx.exec(q::cas_lock(chunk.len()), params).await?;
+        for (id, state, attempt) in rows {
+            let state: JobState = state.parse().map_err(StoreError::Invalid)?;
+            current.insert(id, (state, attempt));
+        }
+    }
+    let plan = plan(batch, &mut current)?;
+    let expected = plan.writes.len() as u64;
+    let updated = write_updates(tx, ctx, batch, &plan.writes, now).await?;
+    if updated != expected {
+        return Err(StoreError::Invalid(format!(
+            "applying a batch: {expected} changes were to apply to locked jobs but {updated} \
+             did; rolled back"
+        ))
+        .into());
+    }
+    ctx.bulk(tx, q::INSERT_RESULT, plan.results).await?;
+    let builds = batch.builds.iter().map(build_params).collect();
+    ctx.bulk(tx, q::UPSERT_BUILD, builds).await?;
+    Ok(plan.applied)
+}
+
+pub(crate) async fn builds(
+    mut conn: Conn,
+    session: SessionId,
+    keys: &[String],
+) -> OpResult<Vec<BuildRecord>> {
+    // build key → (artifact, failure kind, detail)
+    type Columns = (Option<String>, Option<String>, Option<String>);
+    let mut known: HashMap<String, Columns> = HashMap::new();
+    let distinct: Vec<&String> = keys.iter().collect::<BTreeSet<_>>().into_iter().collect();
+    for chunk in distinct.chunks(q::MAX_IN) {
+        let mut params = vec![int(session.0)];
+        params.extend(padded(chunk.iter().map(|k| text(k)).collect()));
+        let rows: Vec<Row> = conn.exec(q::builds(chunk.len()), params).await?;
+        for mut row in rows {
+            let key: String = get(&mut row, 0)?;
+            known.insert(
+                key,
+                (get(&mut row, 1)?, get(&mut row, 2)?, get(&mut row, 3)?),
+            );
+        }
+    }
+    let mut out = Vec::new();
+    for key in keys {
+        // Exact keys only: the collation ignores trailing spaces.
+        let Some((artifact, kind, detail)) = known.get(key) else {
+            continue;
+        };
+        let result = match (artifact, kind) {
+            (Some(a), _) => Ok(a.clone()),
+            (None, Some(k)) => {
+                let k: FailureKind = k.parse().map_err(StoreError::Invalid)?;
+                Err((k, detail.clone().unwrap_or_default()))
+            }
+            (None, None) => {
+                return Err(StoreError::Invalid(format!(
+                    "build `{key}` of session {session} has neither artifact nor failure"
+                ))
+                .into())
+            }
+        };
+        out.push(BuildRecord {
+            session,
+            build_key: key.clone(),
+            result,
+        });
+    }
+    Ok(out)
+}
+
+// ---- artifacts and results ----------------------------------------------------------------
+
+pub(crate) async fn put_artifact(
+    mut conn: Conn,
+    hash: &str,
+    bytes: &[u8],
+    now: i64,
+) -> OpResult<bool> {
+    let size = rows::to_i64("artifact size", bytes.len() as u64)?;
+    let params = vec![
+        text(hash),
+        Value::Bytes(bytes.to_vec()),
+        int(size),
+        int(now),
+    ];
+    let mut tx = begin(&mut conn).await?;
+    let r: OpResult<bool> = async {
+        tx.exec_drop(q::INSERT_ARTIFACT, params).await?;
+        Ok(tx.affected_rows() == 1)
+    }
+    .await;
+    finish(tx, r).await
+}
+
+pub(crate) async fn artifact(mut conn: Conn, hash: &str) -> OpResult<Option<Vec<u8>>> {
+    Ok(conn.exec_first(q::ARTIFACT, (hash,)).await?)
+}
+
+pub(crate) async fn results(mut conn: Conn, job: JobId) -> OpResult<Vec<ResultRow>> {
+    let rows: Vec<Row> = conn.exec(q::RESULTS, (job.0,)).await?;
+    Ok(rows
+        .into_iter()
+        .map(rows::result)
+        .collect::<crate::Result<_>>()?)
+}
+
+pub(crate) async fn final_results(
+    mut conn: Conn,
+    session: SessionId,
+) -> OpResult<Vec<FinalResult>> {
+    let rows: Vec<Row> = conn.exec(q::FINAL_RESULTS, (session.0,)).await?;
+    Ok(rows
+        .into_iter()
+        .map(rows::final_result)
+        .collect::<crate::Result<_>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Change;
+    use JobState::*;
+
+    fn tr(job: i64, from: JobState, attempt: u32, to: JobState) -> Change {
+        Transition::new(JobId(job), from, attempt, to)
+            .unwrap()
+            .into()
+    }
+
+    #[test]
+    fn plan_replays_in_order_and_skips_stale_and_missing() {
+        let mut current: HashMap<i64, (JobState, u32)> =
+            [(1, (New, 0)), (2, (Evaluating, 2))].into_iter().collect();
+        let batch = Batch {
+            changes: vec![
+                tr(1, New, 0, CompileQueued),
+                tr(1, CompileQueued, 1, Compiled),
+                tr(1, New, 0, CompileQueued), // stale after the first
+                tr(2, EvalQueued, 2, Evaluated),
+                tr(2, Evaluating, 2, Evaluated),
+                tr(3, New, 0, CompileQueued), // no such job
+            ],
+            builds: vec![],
+        };
+        let plan = plan(&batch, &mut current).unwrap();
+        assert_eq!(plan.applied, vec![true, true, false, false, true, false]);
+        // Job 1's second change waits for its first (wave 1); job 2's is in wave 0.
+        assert_eq!(plan.writes, vec![(0, 0), (1, 1), (4, 0)]);
+        assert_eq!(current[&1], (Compiled, 1));
+        assert_eq!(current[&2], (Evaluated, 2));
+    }
+
+    #[test]
+    fn set_params_stamp_the_state_entered() {
+        let t = Transition::new(JobId(1), CompileQueued, 1, Compiled).unwrap();
+        let p = set_params(&t, 7);
+        assert_eq!(p.len(), q::CAS_SET_PARAMS);
+        assert_eq!(p[9..].iter().filter(|v| **v != Value::NULL).count(), 1);
+        assert_eq!(p[11], int(7), "compiled_ms");
+        let retry = Transition::new(JobId(1), CompileQueued, 1, New).unwrap();
+        assert!(set_params(&retry, 7)[9..].iter().all(|v| *v == Value::NULL));
+    }
+
+    #[test]
+    fn group_keys_separate_what_differs() {
+        let a = Transition::new(JobId(1), New, 0, CompileQueued)
+            .unwrap()
+            .with_lease(5);
+        let b = Transition::new(JobId(2), New, 0, CompileQueued)
+            .unwrap()
+            .with_lease(5);
+        assert!(GroupKey::of(&a) == GroupKey::of(&b), "the job id aside");
+        let c = b.clone().with_worker("w");
+        assert!(GroupKey::of(&a) != GroupKey::of(&c));
+        let d = Transition::new(JobId(2), New, 1, CompileQueued)
+            .unwrap()
+            .with_lease(5);
+        assert!(GroupKey::of(&a) != GroupKey::of(&d), "another attempt");
+    }
+
+    #[test]
+    fn padding_repeats_the_last_value() {
+        assert_eq!(padded(vec![int(1), int(2), int(3)]).len(), 4);
+        assert_eq!(padded(vec![int(1), int(2), int(3)])[3], int(3));
+        assert!(padded(vec![]).is_empty());
+    }
+}

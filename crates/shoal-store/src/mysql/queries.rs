@@ -1,0 +1,298 @@
+//! Every SQL statement of [`super::MysqlStore`], as constants in one place.
+//!
+//! Why constants: values reach SQL only as bound parameters (`?`), never by formatting, and a
+//! fixed text lets mysql_async's per-connection statement cache reuse the prepared statement.
+//! Keeping them together also lets `tests/mysql_explain.rs` run `EXPLAIN` over exactly the hot
+//! ones ([`hot`]) and fail when one of them stops using an index.
+//!
+//! Two kinds of text are built at run time, both from the constants here and never from a value:
+//! - `IN (…)` lists of ids or keys: [`in_list`] appends `?` placeholders, rounded up to a power
+//!   of two ([`bucket`]) and padded by repeating the last value, so a handful of texts (and
+//!   prepared statements) serve every list length. At most [`MAX_IN`] per statement, well under
+//!   MariaDB's `in_predicate_conversion_threshold` (1000), above which the plan changes.
+//! - Nothing else: many-row writes run one statement text for many parameter rows through
+//!   `exec_batch`, which MariaDB executes as one `COM_STMT_BULK_EXECUTE` round trip.
+//!
+//! The column lists that several queries share are macros, not constants, because `concat!`
+//! only accepts literals.
+
+/// The columns [`super::rows::job`] reads, in its order.
+macro_rules! job_columns {
+    () => {
+        "id, session_id, config_id, solver_id, compile_step, eval_step, compile_params, \
+         run_params, build_key, state, attempt, retries, lease_deadline_ms, worker, artifact, \
+         failure_kind, last_error, updated_ms"
+    };
+}
+
+/// The columns [`super::rows::session`] reads, in its order.
+macro_rules! session_columns {
+    () => {
+        "id, created_ms, reason, arch, num_cu, backend, spec, spec_path, library_version, \
+         driver_version, max_retries"
+    };
+}
+
+/// The most placeholders in one `IN (…)` list.
+pub const MAX_IN: usize = 512;
+
+/// The placeholder count used for a list of `n` values: the next power of two, at most
+/// [`MAX_IN`] (callers chunk longer lists first).
+pub fn bucket(n: usize) -> usize {
+    n.max(1).next_power_of_two().min(MAX_IN)
+}
+
+/// `prefix` + `(?, ?, …)` with [`bucket`]`(n)` placeholders + `suffix`.
+pub fn in_list(prefix: &str, n: usize, suffix: &str) -> String {
+    let k = bucket(n);
+    let mut sql = String::with_capacity(prefix.len() + suffix.len() + 3 * k + 2);
+    sql.push_str(prefix);
+    sql.push('(');
+    for i in 0..k {
+        sql.push_str(if i == 0 { "?" } else { ", ?" });
+    }
+    sql.push(')');
+    sql.push_str(suffix);
+    sql
+}
+
+// ---- schema -------------------------------------------------------------------------------
+
+pub const CREATE_SCHEMA_VERSION: &str = "CREATE TABLE IF NOT EXISTS schema_version (\
+     version INT UNSIGNED NOT NULL PRIMARY KEY, applied_ms BIGINT NOT NULL) \
+     ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
+pub const HAS_SCHEMA_VERSION: &str = "SELECT COUNT(*) FROM information_schema.tables \
+     WHERE table_schema = DATABASE() AND table_name = 'schema_version'";
+pub const SCHEMA_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_version";
+pub const INSERT_SCHEMA_VERSION: &str =
+    "INSERT INTO schema_version (version, applied_ms) VALUES (?, ?)";
+/// Serialises concurrent `migrate` calls on one database (MySQL DDL is not transactional).
+pub const GET_MIGRATION_LOCK: &str = "SELECT GET_LOCK(?, ?)";
+pub const RELEASE_MIGRATION_LOCK: &str = "SELECT RELEASE_LOCK(?)";
+
+// ---- sessions -----------------------------------------------------------------------------
+
+pub const INSERT_SESSION: &str = "INSERT INTO session (reason, arch, num_cu, backend, spec, \
+     spec_path, library_version, driver_version, max_retries, created_ms) \
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+pub const SESSION: &str = concat!("SELECT ", session_columns!(), " FROM session WHERE id = ?");
+pub const SESSIONS: &str = concat!("SELECT ", session_columns!(), " FROM session ORDER BY id");
+/// Newest first; the caller keeps the first row that matches exactly (the collation pads spaces).
+pub const FIND_SESSION: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM session WHERE reason = ? AND arch = ? AND num_cu = ? AND backend = ? \
+     AND spec = ? AND spec_path = ? AND library_version = ? AND driver_version = ? \
+     AND max_retries = ? ORDER BY created_ms DESC, id DESC"
+);
+
+// ---- configs and solvers ------------------------------------------------------------------
+
+/// Configs by key, through the unique hash of the key, for [`bucket`]`(n)` keys (padded like
+/// [`in_list`]). The caller keeps exact key matches.
+pub fn config_ids_by_key(n: usize) -> String {
+    let k = bucket(n);
+    let mut sql = String::from("SELECT id, `key` FROM config WHERE key_hash IN (");
+    for i in 0..k {
+        sql.push_str(if i == 0 {
+            "UNHEX(SHA2(?, 256))"
+        } else {
+            ", UNHEX(SHA2(?, 256))"
+        });
+    }
+    sql.push(')');
+    sql
+}
+/// A new config; a duplicate key (a concurrent insert) changes nothing.
+pub const INSERT_CONFIG: &str = "INSERT INTO config (kind, `key`, params) VALUES (?, ?, ?) \
+     ON DUPLICATE KEY UPDATE id = id";
+pub const INSERT_CONFIG_TAG: &str = "INSERT INTO config_tag (config_id, tag) VALUES (?, ?) \
+     ON DUPLICATE KEY UPDATE config_id = config_id";
+pub const CONFIG: &str = "SELECT id, kind, `key`, params FROM config WHERE id = ?";
+/// Also returns the tag, so the caller keeps exact matches only (the collation pads spaces).
+pub const CONFIGS_WITH_TAG: &str = "SELECT c.id, c.kind, c.`key`, c.params, t.tag \
+     FROM config_tag t JOIN config c ON c.id = t.config_id \
+     WHERE t.tag = ? ORDER BY t.config_id";
+
+pub const INSERT_SOLVER: &str = "INSERT INTO solver (name, tunable) VALUES (?, ?) \
+     ON DUPLICATE KEY UPDATE id = id";
+/// Prefix of an `IN (…)` list of names (see [`in_list`]).
+pub const SOLVERS_BY_NAME: &str = "SELECT id, name, tunable FROM solver WHERE name IN ";
+pub const SOLVERS: &str = "SELECT id, name, tunable FROM solver ORDER BY id";
+
+pub const UPSERT_APPLICABILITY: &str = "INSERT INTO applicability \
+     (session_id, config_id, solver_id, applicable, updated_ms) VALUES (?, ?, ?, ?, ?) \
+     ON DUPLICATE KEY UPDATE applicable = VALUES(applicable), updated_ms = VALUES(updated_ms)";
+/// Hot: the Scheduler asks which solvers apply before making jobs.
+pub const APPLICABLE_SOLVERS: &str = "SELECT solver_id FROM applicability \
+     WHERE session_id = ? AND config_id = ? AND applicable = 1 ORDER BY solver_id";
+
+// ---- jobs ---------------------------------------------------------------------------------
+
+/// A new job; an existing one (same identity) is left exactly as it is and counts 0 affected
+/// rows. Not `INSERT IGNORE`: that would also turn a too-long value or a broken reference into a
+/// warning and a silently truncated or skipped row.
+pub const INSERT_JOB: &str = "INSERT INTO job (session_id, config_id, solver_id, compile_step, \
+     eval_step, compile_params, run_params, candidate_key, build_key, state, created_ms, \
+     updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id";
+pub const JOB: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?");
+
+/// Hot: the Scheduler's claim query. `job_by_state` answers it without a sort step.
+pub const JOBS_IN_STATE: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM job WHERE session_id = ? AND state = ? ORDER BY build_key, id LIMIT ?"
+);
+
+/// Hot: the last four parameters are the in-flight state names (from `JobState::is_in_flight`).
+pub const IN_FLIGHT: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM job WHERE session_id = ? AND state IN (?, ?, ?, ?) ORDER BY id"
+);
+
+/// Hot: the lease sweep, across sessions. The first four parameters are the in-flight states.
+pub const EXPIRED_LEASES: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM job WHERE state IN (?, ?, ?, ?) AND lease_deadline_ms < ? \
+     ORDER BY lease_deadline_ms, id LIMIT ?"
+);
+
+/// Hot: progress reports. Covered by `job_by_state`.
+pub const STATE_COUNTS: &str =
+    "SELECT state, COUNT(*) FROM job WHERE session_id = ? GROUP BY state";
+
+/// Hot: the first half of every [`crate::Store::apply`]: lock the batch's jobs and read the
+/// compare-and-set pair of each. Prefix of an `IN (…)` list of ids (see [`in_list`]).
+pub const CAS_LOCK: &str = "SELECT id, state, attempt FROM job WHERE id IN ";
+/// The suffix of [`CAS_LOCK`].
+pub const CAS_LOCK_SUFFIX: &str = " FOR UPDATE";
+/// [`CAS_LOCK`] for `n` ids.
+pub fn cas_lock(n: usize) -> String {
+    in_list(CAS_LOCK, n, CAS_LOCK_SUFFIX)
+}
+
+/// The SET clause of both compare-and-set updates: the new values of a changed job. The
+/// per-state timestamps (`COALESCE`, 10th to 15th parameters) are NULL except the one of the
+/// state entered.
+macro_rules! cas_set {
+    () => {
+        "UPDATE job SET state = ?, attempt = ?, \
+         retries = retries + ?, lease_deadline_ms = ?, worker = ?, \
+         artifact = COALESCE(?, artifact), failure_kind = ?, last_error = ?, updated_ms = ?, \
+         compile_queued_ms = COALESCE(?, compile_queued_ms), \
+         compiling_ms = COALESCE(?, compiling_ms), \
+         compiled_ms = COALESCE(?, compiled_ms), \
+         eval_queued_ms = COALESCE(?, eval_queued_ms), \
+         evaluating_ms = COALESCE(?, evaluating_ms), \
+         finished_ms = COALESCE(?, finished_ms) "
+    };
+}
+
+/// How many parameters the SET clause of [`CAS_UPDATE`] and [`cas_update_group`] takes.
+pub const CAS_SET_PARAMS: usize = 15;
+
+/// Hot: the compare-and-set behind a state change, one parameter row per change, executed in
+/// batch order (for changes that share their new values with too few others to be grouped).
+/// The WHERE clause repeats the compare-and-set although the rows are locked: the affected-row
+/// count then proves that what was predicted to apply did.
+pub const CAS_UPDATE: &str = concat!(cas_set!(), "WHERE id = ? AND state = ? AND attempt = ?");
+
+/// Prefix of the grouped compare-and-set: many jobs that leave the same (state, attempt) with
+/// the same new values, in one statement. Followed by an `IN (…)` list of ids.
+pub const CAS_UPDATE_GROUP: &str =
+    concat!(cas_set!(), "WHERE state = ? AND attempt = ? AND id IN ");
+/// [`CAS_UPDATE_GROUP`] for `n` ids.
+pub fn cas_update_group(n: usize) -> String {
+    in_list(CAS_UPDATE_GROUP, n, "")
+}
+
+// ---- results, builds, artifacts -----------------------------------------------------------
+
+/// A plain INSERT on purpose: the compare-and-set already guarantees one row per
+/// (job, attempt), so a duplicate is a bug that must fail the batch, not vanish.
+pub const INSERT_RESULT: &str = "INSERT INTO result (job_id, session_id, attempt, status, \
+     time_us, samples, workspace, detail, worker, device, created_ms) \
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+pub const RESULTS: &str = "SELECT job_id, session_id, attempt, worker, device, created_ms, \
+     status, time_us, samples, workspace, detail \
+     FROM result WHERE job_id = ? ORDER BY attempt, id";
+
+/// Hot: exports and reports. The result of a job is the row of its final attempt.
+/// The plan is pinned, because the optimizer's own choice depends on how the rows are spread:
+/// `STRAIGHT_JOIN` keeps the join order as written (left to itself the optimizer may start from
+/// a small `config` table with a full scan), and `FORCE INDEX (job_by_session)` reads the
+/// session's jobs in id order (when one session is a large part of the table, the optimizer
+/// walks the whole primary key instead, to save the sort). Then one primary-key lookup each in
+/// config, solver and result. A database collects sessions over time; an export must not read
+/// all of them.
+pub const FINAL_RESULTS: &str = "SELECT STRAIGHT_JOIN j.id, j.config_id, c.params, s.name, \
+     j.compile_params, j.run_params, j.state, j.failure_kind, j.last_error, \
+     r.status, r.time_us, r.samples, r.workspace, r.detail \
+     FROM job j FORCE INDEX (job_by_session) \
+     JOIN config c ON c.id = j.config_id \
+     JOIN solver s ON s.id = j.solver_id \
+     LEFT JOIN result r ON r.job_id = j.id AND r.attempt = j.attempt \
+     WHERE j.session_id = ? ORDER BY j.id";
+
+/// Later rows of one batch replace earlier ones, as SQLite's `INSERT OR REPLACE` does.
+pub const UPSERT_BUILD: &str = "INSERT INTO build (session_id, build_key, artifact, \
+     failure_kind, detail) VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE \
+     artifact = VALUES(artifact), failure_kind = VALUES(failure_kind), detail = VALUES(detail)";
+/// Hot: before compiling, the Scheduler asks which builds already exist. Prefix of an `IN (…)`
+/// list of build keys after the session (see [`in_list`]).
+pub const BUILDS: &str =
+    "SELECT build_key, artifact, failure_kind, detail FROM build WHERE session_id = ? AND \
+     build_key IN ";
+/// [`BUILDS`] for `n` keys.
+pub fn builds(n: usize) -> String {
+    in_list(BUILDS, n, "")
+}
+
+/// A second put of the same hash changes nothing and counts 0 affected rows.
+pub const INSERT_ARTIFACT: &str = "INSERT INTO artifact (hash, bytes, size, created_ms) \
+     VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE hash = hash";
+pub const ARTIFACT: &str = "SELECT bytes FROM artifact WHERE hash = ?";
+
+/// The queries on hot paths, by name, with the number of `IN (…)` values to build them for
+/// (0 for fixed texts), for the EXPLAIN test.
+pub fn hot(in_values: usize) -> Vec<(&'static str, String)> {
+    vec![
+        ("jobs_in_state", JOBS_IN_STATE.to_string()),
+        ("in_flight", IN_FLIGHT.to_string()),
+        ("expired_leases", EXPIRED_LEASES.to_string()),
+        ("state_counts", STATE_COUNTS.to_string()),
+        ("cas_lock", cas_lock(in_values)),
+        ("cas_update", CAS_UPDATE.to_string()),
+        ("cas_update_group", cas_update_group(in_values)),
+        ("final_results", FINAL_RESULTS.to_string()),
+        ("builds", builds(in_values)),
+        ("applicable_solvers", APPLICABLE_SOLVERS.to_string()),
+        ("job", JOB.to_string()),
+        ("results", RESULTS.to_string()),
+        ("configs_with_tag", CONFIGS_WITH_TAG.to_string()),
+        ("config_ids_by_key", config_ids_by_key(in_values)),
+        ("artifact", ARTIFACT.to_string()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_lists_come_in_few_sizes() {
+        assert_eq!(bucket(0), 1);
+        assert_eq!(bucket(1), 1);
+        assert_eq!(bucket(3), 4);
+        assert_eq!(bucket(500), 512);
+        assert_eq!(bucket(5000), MAX_IN);
+        assert_eq!(in_list("x IN ", 3, " y"), "x IN (?, ?, ?, ?) y");
+        assert_eq!(
+            cas_lock(1),
+            "SELECT id, state, attempt FROM job WHERE id IN (?) FOR UPDATE"
+        );
+        assert_eq!(config_ids_by_key(2).matches('?').count(), 2);
+    }
+}

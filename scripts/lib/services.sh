@@ -1,0 +1,266 @@
+# shellcheck shell=bash
+# Helpers shared by scripts/services-up and scripts/services-down. Sourced, never run.
+# scripts/test (or anyone) may source it for `shoal_credentials_file`.
+#
+# Secrets: the shoal password only ever travels through bash builtins (printf, read), pipes,
+# stdin and a mode-600 file. No external command gets it in its argv or environment.
+
+# shellcheck disable=SC2034 # used by the scripts that source this file
+SHOAL_AMQP_PORT=5672
+SHOAL_MYSQL_PORT=3306
+SHOAL_EPMD_PORT=4369
+
+# Where the credentials are kept (KEY=VALUE lines, mode 600). SHOAL_CREDENTIALS_FILE overrides.
+shoal_credentials_file() {
+    printf '%s\n' "${SHOAL_CREDENTIALS_FILE:-${XDG_CONFIG_HOME:-$HOME/.config}/shoal/credentials.env}"
+}
+
+# Where services-up records what it started, for services-down. SHOAL_SERVICES_STATE_DIR overrides.
+shoal_state_dir() {
+    printf '%s\n' "${SHOAL_SERVICES_STATE_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/shoal}"
+}
+
+say() { printf '%s\n' "$*" >&2; }
+die() {
+    printf '%s: error: %s\n' "${0##*/}" "$*" >&2
+    exit 1
+}
+
+# --- privileges --------------------------------------------------------------------------------
+
+SHOAL_AS_ROOT=()
+# need_root WHAT: make as_root work (root itself, or sudo), or die naming what needed it.
+need_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        SHOAL_AS_ROOT=()
+    elif command -v sudo >/dev/null 2>&1; then
+        SHOAL_AS_ROOT=(sudo)
+    else
+        die "need root or sudo to $1 (run as root, or install and configure sudo)"
+    fi
+}
+as_root() { "${SHOAL_AS_ROOT[@]}" "$@"; }
+
+# run_detached COMMAND...: run COMMAND (a function is fine) with stdin from /dev/null and every
+# descriptor above 2 closed, so that a daemon it leaves behind holds neither our lock file nor a
+# pipe of whoever called us (beam.smp keeps inherited descriptors; seen with the lock).
+run_detached() {
+    (
+        for fd in /proc/"$BASHPID"/fd/*; do
+            fd=${fd##*/}
+            if [[ $fd =~ ^[0-9]+$ ]] && [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+        done
+        "$@"
+    ) </dev/null
+}
+
+# take_lock FILE: serialise services-up and services-down (descriptor 9; run_detached closes it).
+take_lock() {
+    exec 9>"$1"
+    flock -w 600 9 || die "another services-up or services-down holds $1"
+}
+
+# --- probes ------------------------------------------------------------------------------------
+
+# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_open() {
+    # shellcheck disable=SC2016 # $1 is expanded by the inner bash
+    timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
+}
+
+systemd_is_init() { [ -d /run/systemd/system ]; }
+
+# proc_id PID: "PID:STARTTIME" of a live process (STARTTIME tells a reused pid apart), or fails.
+proc_id() {
+    local stat rest fields
+    [[ $1 =~ ^[0-9]+$ ]] || return 1
+    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+    rest=${stat##*) }
+    read -ra fields <<<"$rest"
+    [ "${#fields[@]}" -gt 19 ] || return 1
+    printf '%s:%s\n' "$1" "${fields[19]}"
+}
+
+# listener_pid PORT: pid of the process listening on 127.0.0.1:PORT (needs ss; run as root).
+listener_pid() {
+    local out
+    command -v ss >/dev/null 2>&1 || return 1
+    out=$(as_root ss -ltnpH "sport = :$1" 2>/dev/null) || return 1
+    [[ $out =~ pid=([0-9]+) ]] || return 1
+    printf '%s\n' "${BASH_REMATCH[1]}"
+}
+
+# --- credentials -------------------------------------------------------------------------------
+
+# gen_password: 32 random characters from [A-Za-z0-9] (safe in URLs, SQL and option files).
+gen_password() {
+    local raw=""
+    while [ "${#raw}" -lt 32 ]; do
+        raw+=$(head -c 48 /dev/urandom | base64 -w0)
+        raw=${raw//[^A-Za-z0-9]/}
+    done
+    printf '%s' "${raw:0:32}"
+}
+
+# credentials_password FILE: the password kept in FILE (from its SHOAL_DB line), or fails.
+credentials_password() {
+    local line
+    [ -r "$1" ] || return 1
+    while IFS= read -r line; do
+        if [[ $line =~ ^SHOAL_DB=mysql://shoal:([A-Za-z0-9._~-]+)@ ]]; then
+            printf '%s' "${BASH_REMATCH[1]}"
+            return 0
+        fi
+    done <"$1"
+    return 1
+}
+
+# credentials_private FILE: FILE belongs to us and nobody else can read it.
+credentials_private() {
+    [ -f "$1" ] && [ "$(stat -c '%u %a' "$1")" = "$(id -u) 600" ]
+}
+
+# write_credentials FILE PASSWORD: atomically (re)write FILE, mode 600.
+write_credentials() {
+    local file=$1 pw=$2 dir tmp
+    dir=$(dirname "$file")
+    (umask 077 && mkdir -p "$dir")
+    tmp=$(umask 077 && mktemp "$dir/.credentials.env.XXXXXX")
+    {
+        printf '# Shoal service credentials, written by scripts/services-up. Keep this file private (mode 600).\n'
+        printf '# Load into a shell with: set -a; . %s; set +a\n' "$file"
+        printf 'SHOAL_BROKER=amqp://shoal:%s@127.0.0.1:%s/%%2f\n' "$pw" "$SHOAL_AMQP_PORT"
+        printf 'SHOAL_DB=mysql://shoal:%s@127.0.0.1:%s/shoal\n' "$pw" "$SHOAL_MYSQL_PORT"
+        printf 'SHOAL_TEST_AMQP=amqp://shoal:%s@127.0.0.1:%s/%%2f\n' "$pw" "$SHOAL_AMQP_PORT"
+        printf 'SHOAL_TEST_MYSQL=mysql://shoal:%s@127.0.0.1:%s\n' "$pw" "$SHOAL_MYSQL_PORT"
+    } >"$tmp"
+    chmod 600 "$tmp"
+    mv -f "$tmp" "$file"
+}
+
+# --- MariaDB -----------------------------------------------------------------------------------
+
+# mysql_as USER PASSWORD [mariadb options...]: the mariadb client over TCP to 127.0.0.1, with the
+# password in an option file on a pipe (process substitution: only /dev/fd/N is in argv).
+mysql_as() {
+    local user=$1 pw=$2
+    shift 2
+    mariadb --defaults-file=<(printf '[client]\nuser=%s\npassword=%s\nhost=127.0.0.1\nport=%s\nprotocol=tcp\nconnect-timeout=5\n' \
+        "$user" "$pw" "$SHOAL_MYSQL_PORT") "$@"
+}
+
+# mysql_shoal_ok PASSWORD: user shoal logs in over TCP, sees database shoal and may create shoal_*.
+mysql_shoal_ok() {
+    local grants
+    command -v mariadb >/dev/null 2>&1 || return 1
+    grants=$(mysql_as shoal "$1" -N -B -r -D shoal -e 'SHOW GRANTS FOR CURRENT_USER()' 2>/dev/null) || return 1
+    # shellcheck disable=SC2016 # backquotes are SQL identifier quotes
+    [[ $grants == *'`shoal\_%`'* ]]
+}
+
+# mysql_native_hash PASSWORD: '*' + upper hex SHA1(SHA1(pw)), what MariaDB's PASSWORD() returns,
+# so that the plain password is never sent to the server (nor shows in its process list).
+mysql_native_hash() {
+    local h esc="" i
+    h=$(printf '%s' "$1" | sha1sum)
+    h=${h%% *}
+    for ((i = 0; i < 40; i += 2)); do esc+="\\x${h:i:2}"; done
+    # shellcheck disable=SC2059 # the format is made of \xHH escapes on purpose
+    h=$(printf "$esc" | sha1sum)
+    h=${h%% *}
+    printf '*%s' "${h^^}"
+}
+
+# mysql_root [mariadb options...]: the mariadb client as the server's root through its unix socket
+# (Debian's root@localhost authenticates by unix_socket: it must run as OS root).
+mysql_root() { as_root mariadb --connect-timeout=5 -uroot "$@"; }
+
+# --- AMQP --------------------------------------------------------------------------------------
+# A real AMQP 0-9-1 handshake in bash: PLAIN login, open vhost "/", close. It needs neither a
+# client library nor rabbitmqctl (nor root), and takes a few milliseconds.
+
+_amqp_hex() { # STRING -> hex of its bytes
+    local s=$1 out="" c i
+    for ((i = 0; i < ${#s}; i++)); do
+        printf -v c '%02x' "'${s:i:1}"
+        out+=$c
+    done
+    printf '%s' "$out"
+}
+_amqp_shortstr() { printf '%02x%s' "${#1}" "$(_amqp_hex "$1")"; }
+_amqp_send() { # FD PAYLOAD_HEX: send one method frame on channel 0
+    local hex esc="" i
+    hex="010000$(printf '%08x' $((${#2} / 2)))${2}ce"
+    for ((i = 0; i < ${#hex}; i += 2)); do esc+="\\x${hex:i:2}"; done
+    # shellcheck disable=SC2059 # the format is made of \xHH escapes on purpose
+    printf "$esc" >&"$1"
+}
+_amqp_recv() { # FD: read one frame; sets AMQP_BODY (decimal bytes of its payload)
+    local hdr b size
+    hdr=$(timeout 5 dd bs=7 count=1 iflag=fullblock status=none <&"$1" | od -An -tu1 -v) || return 1
+    read -ra b <<<"$hdr"
+    [ "${#b[@]}" -eq 7 ] && [ "${b[0]}" -eq 1 ] || return 1
+    size=$(((b[3] << 24) | (b[4] << 16) | (b[5] << 8) | b[6]))
+    [ "$size" -ge 4 ] && [ "$size" -le 1048576 ] || return 1
+    hdr=$(timeout 5 dd bs=$((size + 1)) count=1 iflag=fullblock status=none <&"$1" | od -An -tu1 -v) || return 1
+    # shellcheck disable=SC2206 # od prints plain decimal numbers
+    AMQP_BODY=($hdr)
+    [ "${#AMQP_BODY[@]}" -eq $((size + 1)) ]
+}
+_amqp_is() { # CLASS METHOD: the last frame received is that method
+    [ "${#AMQP_BODY[@]}" -ge 4 ] &&
+        [ $(((AMQP_BODY[0] << 8) | AMQP_BODY[1])) -eq "$1" ] &&
+        [ $(((AMQP_BODY[2] << 8) | AMQP_BODY[3])) -eq "$2" ]
+}
+
+# amqp_login_ok USER PASSWORD: USER can log in to the broker on 127.0.0.1 and open vhost "/".
+amqp_login_ok() (
+    local user=$1 pw=$2 resp tune
+    exec 3<>"/dev/tcp/127.0.0.1/$SHOAL_AMQP_PORT" || exit 1
+    printf 'AMQP\x00\x00\x09\x01' >&3
+    _amqp_recv 3 && _amqp_is 10 10 || exit 1 # connection.start
+    resp="00$(_amqp_hex "$user")00$(_amqp_hex "$pw")"
+    _amqp_send 3 "000a000b00000000$(_amqp_shortstr PLAIN)$(printf '%08x' $((${#resp} / 2)))${resp}$(_amqp_shortstr en_US)"
+    _amqp_recv 3 && _amqp_is 10 30 || exit 1 # connection.tune: the login was accepted
+    # tune-ok: the server's channel-max and frame-max back, no heartbeats
+    tune=$(printf '%02x' "${AMQP_BODY[@]:4:6}")
+    _amqp_send 3 "000a001f${tune}0000"
+    _amqp_send 3 "000a0028$(_amqp_shortstr /)0000" # connection.open "/"
+    _amqp_recv 3 && _amqp_is 10 41 || exit 1       # connection.open-ok: vhost access granted
+    _amqp_send 3 "000a003200c80000000000"          # connection.close 200
+    _amqp_recv 3 || true                           # close-ok
+    exit 0
+) 2>/dev/null
+
+# --- state of what services-up started ----------------------------------------------------------
+# One KEY=VALUE per line: rabbitmq_how (systemd|pid), rabbitmq_proc (PID:STARTTIME),
+# rabbitmq_epmd_proc, mariadb_how, mariadb_proc.
+
+declare -A SHOAL_STATE=()
+state_file() { printf '%s/services.state\n' "$(shoal_state_dir)"; }
+state_load() {
+    local f line
+    f=$(state_file)
+    SHOAL_STATE=()
+    [ -f "$f" ] || return 0
+    while IFS= read -r line; do
+        if [[ $line =~ ^([a-z_]+)=([A-Za-z0-9:]*)$ ]]; then
+            SHOAL_STATE[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+        fi
+    done <"$f"
+}
+state_save() {
+    local f dir tmp k
+    f=$(state_file)
+    dir=$(dirname "$f")
+    mkdir -p "$dir"
+    if [ "${#SHOAL_STATE[@]}" -eq 0 ]; then
+        rm -f "$f"
+        return 0
+    fi
+    tmp=$(mktemp "$dir/.services.state.XXXXXX")
+    for k in "${!SHOAL_STATE[@]}"; do
+        if [ -n "${SHOAL_STATE[$k]}" ]; then printf '%s=%s\n' "$k" "${SHOAL_STATE[$k]}"; fi
+    done | sort >"$tmp"
+    mv -f "$tmp" "$f"
+}

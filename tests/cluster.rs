@@ -1,0 +1,233 @@
+//! Cluster mode for real: the Scheduler, two Compile workers and an Eval worker as separate OS
+//! processes over the real RabbitMQ and MariaDB, tuning the fault-injection spec; and the same
+//! with the compile and eval workers each in their own network namespace, reaching the broker and
+//! the database over a veth pair, so compile hosts and GPU hosts are separate hosts for real.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use shoal_model::{FailureKind, JobState};
+
+/// `shoal tune <faulty spec> --cluster`, waiting for the workers; returns its stdout.
+fn tune_in_cluster(cluster: &Cluster, dir: &Path) -> String {
+    let spec = common::fixture("faulty/spec.toml");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    cmd.current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .args(["tune", "--cluster", "--out", "out"])
+        .arg(&spec);
+    cluster.env(&mut cmd);
+    String::from_utf8(common::run_ok(&mut cmd).stdout).unwrap()
+}
+
+/// What every cluster run must show: each fault recorded with its kind, every working candidate
+/// measured, the cheapest variant winning on both shapes.
+fn check_results(cluster: &Cluster, dir: &Path, stdout: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = rt.block_on(async {
+        let store = shoal_store::mysql::MysqlStore::connect(&cluster.db_url())
+            .await
+            .unwrap();
+        use shoal_store::Store;
+        let sessions = store.sessions().await.unwrap();
+        assert_eq!(sessions.len(), 1);
+        store.final_results(sessions[0].id).await.unwrap()
+    });
+    assert_eq!(results.len(), 16);
+    let kinds = |mode: &str| -> Vec<Option<FailureKind>> {
+        results
+            .iter()
+            .filter(|r| r.compile_params.get("MODE") == Some(mode))
+            .map(|r| r.failure)
+            .collect()
+    };
+    assert_eq!(kinds("1"), vec![Some(FailureKind::Crashed); 2]);
+    assert_eq!(kinds("2"), vec![Some(FailureKind::Timeout); 2]);
+    assert_eq!(kinds("3"), vec![Some(FailureKind::WrongAnswer); 2]);
+    assert_eq!(kinds("5"), vec![Some(FailureKind::BuildFailed); 2]);
+    assert!(results
+        .iter()
+        .filter(|r| r.compile_params.get("MODE") == Some("0"))
+        .all(|r| r.state == JobState::Evaluated));
+    let csv = std::fs::read_to_string(dir.join("out/tuned.csv")).unwrap();
+    for line in csv.lines().skip(1) {
+        assert!(line.contains(",0,1,"), "{line}");
+    }
+    assert!(stdout.contains("crashed:1"), "{stdout}");
+}
+
+#[test]
+fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new("cp", dir.path());
+    let arch = std::env::consts::ARCH;
+    cluster.start_worker("scheduler", &[], &["--role", "scheduler"]);
+    cluster.start_worker(
+        "compile1",
+        &[],
+        &["--role", "compile", "--arch", arch, "-j", "1"],
+    );
+    cluster.start_worker(
+        "compile2",
+        &[],
+        &["--role", "compile", "--arch", arch, "-j", "1"],
+    );
+    cluster.start_worker("eval", &[], &["--role", "eval"]);
+    let stdout = tune_in_cluster(&cluster, dir.path());
+    check_results(&cluster, dir.path(), &stdout);
+    // Both compile workers took builds: the queue spreads work across processes.
+    for w in ["compile1", "compile2"] {
+        let log = cluster.log(w);
+        assert!(
+            log.contains("compile request received"),
+            "{w} compiled nothing:\n{log}"
+        );
+    }
+    cluster.stop_workers(Duration::from_secs(20));
+}
+
+/// Network namespaces joined by veth pairs to a bridge, torn down on drop.
+struct TestNetwork {
+    bridge: String,
+    namespaces: Vec<String>,
+    gateway: String,
+}
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+impl TestNetwork {
+    /// `hosts` namespaces on 10.213.<n>.0/24; the host side (this process) is 10.213.<n>.1.
+    fn new(hosts: &[&str]) -> Option<TestNetwork> {
+        let n = std::process::id() % 200 + 20;
+        let bridge = format!("shb{n}");
+        let gateway = format!("10.213.{n}.1");
+        let mut net = TestNetwork {
+            bridge: bridge.clone(),
+            namespaces: Vec::new(),
+            gateway: gateway.clone(),
+        };
+        if !(ip(&["link", "add", &bridge, "type", "bridge"])
+            && ip(&["addr", "add", &format!("{gateway}/24"), "dev", &bridge])
+            && ip(&["link", "set", &bridge, "up"]))
+        {
+            return None;
+        }
+        for (k, host) in hosts.iter().enumerate() {
+            let ns = format!("shoal{n}-{host}");
+            let veth = format!("shv{n}{host}");
+            let addr = format!("10.213.{n}.{}/24", k + 2);
+            let ok = ip(&["netns", "add", &ns])
+                && ip(&[
+                    "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+                ])
+                && ip(&["link", "set", &veth, "master", &bridge])
+                && ip(&["link", "set", &veth, "up"])
+                && ip(&[
+                    "netns", "exec", &ns, "ip", "addr", "add", &addr, "dev", "eth0",
+                ])
+                && ip(&["netns", "exec", &ns, "ip", "link", "set", "eth0", "up"])
+                && ip(&["netns", "exec", &ns, "ip", "link", "set", "lo", "up"]);
+            net.namespaces.push(ns);
+            if !ok {
+                return None;
+            }
+        }
+        Some(net)
+    }
+}
+
+impl Drop for TestNetwork {
+    fn drop(&mut self) {
+        for ns in &self.namespaces {
+            ip(&["netns", "del", ns]);
+        }
+        ip(&["link", "del", &self.bridge]);
+    }
+}
+
+/// Forwards `listen` to `target` (the broker and the database listen on 127.0.0.1 only), so the
+/// namespaces reach them over the bridge, as remote hosts reach a server.
+fn forward(rt: &tokio::runtime::Runtime, listen: String, target: &'static str) {
+    rt.spawn(async move {
+        let listener = tokio::net::TcpListener::bind(&listen).await.unwrap();
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn compile_and_eval_workers_on_separate_hosts_over_veth() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = ["c1", "c2", "e1"];
+    let Some(net) = TestNetwork::new(&hosts) else {
+        panic!("cannot create network namespaces (needs root and iproute2's `ip`)");
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    forward(&rt, format!("{}:5672", net.gateway), "127.0.0.1:5672");
+    forward(&rt, format!("{}:3306", net.gateway), "127.0.0.1:3306");
+
+    let mut cluster = Cluster::new("nn", dir.path());
+    let arch = std::env::consts::ARCH;
+    // The Scheduler stays on this host (loopback); the others see only the bridge address.
+    cluster.start_worker("scheduler", &[], &["--role", "scheduler"]);
+    let local = (cluster.amqp.clone(), cluster.mysql_server.clone());
+    cluster.amqp = local.0.replace("127.0.0.1", &net.gateway);
+    cluster.mysql_server = local.1.replace("127.0.0.1", &net.gateway);
+    let exec = |ns: &str| ["ip", "netns", "exec", ns].map(String::from);
+    for (name, ns, args) in [
+        (
+            "compile1",
+            &net.namespaces[0],
+            vec!["--role", "compile", "--arch", arch, "-j", "1"],
+        ),
+        (
+            "compile2",
+            &net.namespaces[1],
+            vec!["--role", "compile", "--arch", arch, "-j", "1"],
+        ),
+        ("eval", &net.namespaces[2], vec!["--role", "eval"]),
+    ] {
+        let wrap = exec(ns);
+        let wrap: Vec<&str> = wrap.iter().map(|s| s.as_str()).collect();
+        cluster.start_worker(name, &wrap, &args);
+    }
+    cluster.amqp = local.0;
+    cluster.mysql_server = local.1;
+    let stdout = tune_in_cluster(&cluster, dir.path());
+    check_results(&cluster, dir.path(), &stdout);
+    for w in ["compile1", "compile2", "eval"] {
+        let log = cluster.log(w);
+        assert!(
+            log.contains(&net.gateway),
+            "{w} did not connect through the bridge:\n{log}"
+        );
+    }
+    cluster.stop_workers(Duration::from_secs(20));
+    drop(cluster);
+    drop(net);
+}

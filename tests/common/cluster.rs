@@ -1,0 +1,149 @@
+//! A cluster for tests: a fresh namespace on the real RabbitMQ and a fresh database on the real
+//! MariaDB (URLs from SHOAL_TEST_AMQP / SHOAL_TEST_MYSQL, which `scripts/test` sets after
+//! `scripts/services-up`), and `shoal worker` processes started and stopped like a user would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Reads `KEY=value` lines of the credentials file `scripts/services-up` writes, for runs
+/// outside `scripts/test`.
+fn from_credentials(key: &str) -> Option<String> {
+    let home = std::env::var("HOME").ok()?;
+    let base = std::env::var("XDG_CONFIG_HOME").unwrap_or(format!("{home}/.config"));
+    let text = std::fs::read_to_string(format!("{base}/shoal/credentials.env")).ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
+    })
+}
+
+pub fn test_url(key: &str, default: &str) -> String {
+    std::env::var(key)
+        .ok()
+        .or_else(|| from_credentials(key))
+        .unwrap_or_else(|| default.to_string())
+}
+
+/// One test's cluster: namespace, database, worker processes.
+pub struct Cluster {
+    pub namespace: String,
+    pub database: String,
+    pub amqp: String,
+    pub mysql_server: String,
+    pub dir: PathBuf,
+    pub workers: Vec<(String, Child)>,
+}
+
+impl Cluster {
+    pub fn new(name: &str, dir: &Path) -> Cluster {
+        let tag = format!("{name}{}", std::process::id());
+        let amqp = test_url("SHOAL_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/%2f");
+        let mysql_server = test_url("SHOAL_TEST_MYSQL", "mysql://root@127.0.0.1:3306");
+        let database = format!("shoal_{tag}");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(shoal_store::mysql::MysqlStore::create_database(
+            &mysql_server,
+            &database,
+        ))
+        .expect("creating the test database (is MariaDB up? run scripts/services-up)");
+        Cluster {
+            namespace: tag.replace('_', "-"),
+            database,
+            amqp,
+            mysql_server,
+            dir: dir.to_path_buf(),
+            workers: Vec::new(),
+        }
+    }
+
+    pub fn db_url(&self) -> String {
+        format!(
+            "{}/{}",
+            self.mysql_server.trim_end_matches('/'),
+            self.database
+        )
+    }
+
+    /// Sets the cluster's settings on a command, the way a deployment does: environment only.
+    pub fn env<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.env("SHOAL_BROKER", &self.amqp)
+            .env("SHOAL_DB", self.db_url())
+            .env("SHOAL_NAMESPACE", &self.namespace)
+    }
+
+    /// `shoal worker --role <role> …` as a child process with its own work dir and log file.
+    pub fn start_worker(&mut self, name: &str, wrap: &[&str], args: &[&str]) {
+        let log = self.dir.join(format!("{name}.log"));
+        let work = self.dir.join(format!("{name}-work"));
+        let mut cmd = Command::new(wrap.first().copied().unwrap_or(env!("CARGO_BIN_EXE_shoal")));
+        if !wrap.is_empty() {
+            cmd.args(&wrap[1..]).arg(env!("CARGO_BIN_EXE_shoal"));
+        }
+        cmd.arg("worker")
+            .args(args)
+            .arg("--work-dir")
+            .arg(&work)
+            .current_dir(&self.dir)
+            .env("RUST_LOG", "info,shoal_actors=debug")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        self.env(&mut cmd);
+        self.workers.push((name.to_string(), cmd.spawn().unwrap()));
+    }
+
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    /// SIGTERM to every worker; each must exit 0 within the bound (a drain, not a kill).
+    pub fn stop_workers(&mut self, bound: Duration) {
+        for (_, child) in &self.workers {
+            unsafe {
+                libc::kill(child.id() as i32, libc::SIGTERM);
+            }
+        }
+        let t0 = Instant::now();
+        for (name, child) in &mut self.workers {
+            loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    assert!(status.success(), "worker {name} exited with {status}");
+                    break;
+                }
+                if t0.elapsed() > bound {
+                    let _ = child.kill();
+                    panic!("worker {name} did not stop within {bound:?} of SIGTERM");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        self.workers.clear();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.workers {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _ = rt.block_on(shoal_store::mysql::MysqlStore::drop_database_at(
+            &self.mysql_server,
+            &self.database,
+        ));
+        let ns = self.namespace.clone();
+        let amqp = self.amqp.clone();
+        let _ = rt.block_on(async move {
+            let ns = shoal_model::queue::Namespace::new(&ns).unwrap();
+            let bus = shoal_bus::amqp::RabbitBus::connect(&amqp, ns).await?;
+            bus.delete_namespace().await
+        });
+    }
+}
