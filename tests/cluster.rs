@@ -12,6 +12,14 @@ use std::time::Duration;
 use common::cluster::Cluster;
 use shoal_model::{FailureKind, JobState};
 
+/// The two tests time candidates; run together on two cores their timings would disturb each
+/// other's (and the winner check), so they take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `shoal tune <faulty spec> --cluster`, waiting for the workers; returns its stdout.
 fn tune_in_cluster(cluster: &Cluster, dir: &Path) -> String {
     let spec = common::fixture("faulty/spec.toml");
@@ -65,6 +73,7 @@ fn check_results(cluster: &Cluster, dir: &Path, stdout: &str) {
 
 #[test]
 fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
+    let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut cluster = Cluster::new("cp", dir.path());
     let arch = std::env::consts::ARCH;
@@ -178,6 +187,7 @@ fn forward(rt: &tokio::runtime::Runtime, listen: String, target: &'static str) {
 
 #[test]
 fn compile_and_eval_workers_on_separate_hosts_over_veth() {
+    let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let hosts = ["c1", "c2", "e1"];
     let Some(net) = TestNetwork::new(&hosts) else {
