@@ -29,6 +29,7 @@ pub struct Roles {
     pub compile: bool,
     pub eval: bool,
     pub monitor: bool,
+    pub exporter: bool,
 }
 
 /// How to run one worker process.
@@ -172,6 +173,32 @@ pub async fn start(
             }
         }
         monitor.start();
+    }
+
+    if opts.roles.exporter {
+        let (store, bus, backends, host) = (
+            store.clone(),
+            bus.clone(),
+            backends.clone(),
+            opts.host.clone(),
+        );
+        let signal = workers_signal.clone();
+        crate::supervise::supervise(
+            "exporter".into(),
+            crate::supervise::Backoff::default(),
+            workers_signal.clone(),
+            workers_drain.guard(),
+            move || {
+                crate::exporter::serve_requests(
+                    store.clone(),
+                    bus.clone(),
+                    backends.clone(),
+                    host.split(':').next().unwrap_or("").to_string(),
+                    signal.clone(),
+                )
+            },
+        );
+        queues.push(format!("{} (*.exporter, any.exporter)", ns.control_topic()));
     }
 
     Ok(Worker {

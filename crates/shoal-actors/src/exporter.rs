@@ -85,3 +85,42 @@ pub async fn export(
         table,
     })
 }
+
+/// The exporter role of a worker: export requests arrive on the control topic with the routing
+/// key `<host>.exporter` or `any.exporter`, and the tables are written on this host.
+pub async fn serve_requests(
+    store: Arc<dyn Store>,
+    bus: Arc<dyn shoal_bus::Bus>,
+    backends: SessionBackends,
+    host: String,
+    mut stop: crate::shutdown::Signal,
+) -> Result<(), ActorError> {
+    let topic = bus.namespace().control_topic();
+    let mut mine = bus.subscribe(&topic, &format!("{host}.exporter")).await?;
+    let mut any = bus.subscribe(&topic, "any.exporter").await?;
+    loop {
+        let next = tokio::select! {
+            d = mine.next() => d,
+            d = any.next() => d,
+            _ = stop.triggered() => return Ok(()),
+        };
+        let Some(delivery) = next else { return Ok(()) };
+        let delivery = delivery?;
+        match shoal_model::envelope::decode(&delivery.payload) {
+            Ok(shoal_model::Message::Control(shoal_model::message::Control::Export {
+                session,
+                out_dir,
+            })) => {
+                match export(&*store, &backends, session, std::path::Path::new(&out_dir)).await {
+                    Ok(summary) => {
+                        tracing::info!(%session, csv = %summary.csv.display(), "exported")
+                    }
+                    Err(e) => tracing::error!(%session, error = %e, "export failed"),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "undecodable control message ignored"),
+        }
+        delivery.ack().await?;
+    }
+}

@@ -74,6 +74,10 @@ pub enum Command {
         /// MIOpen: write the kernel db `<base>.kdb`.
         #[arg(long)]
         kern_db: bool,
+        /// Cluster mode: ask the cluster's exporter (`shoal worker --role exporter`) to write the
+        /// tuned table into the directory on its host, instead of writing it here.
+        #[arg(long)]
+        cluster: bool,
     },
     /// List the devices this host can evaluate on, as the GpuMonitor sees them.
     Devices,
@@ -192,9 +196,39 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export {
             session,
             out,
+            cluster: true,
+            ..
+        } => {
+            let settings = crate::connect::Settings::load(None)?;
+            let url = settings
+                .broker
+                .clone()
+                .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
+            let bus = crate::connect::open_bus_url(&url, settings.namespace()?).await?;
+            let msg = shoal_model::Message::Control(shoal_model::message::Control::Export {
+                session: SessionId(session),
+                out_dir: out.display().to_string(),
+            });
+            bus.publish_topic(
+                &bus.namespace().control_topic(),
+                "any.exporter",
+                shoal_model::envelope::encode(&msg),
+            )
+            .await?;
+            bus.close().await?;
+            println!(
+                "export of session {session} requested; the exporter writes into {} on its host",
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export {
+            session,
+            out,
             find_db,
             perf_db,
             kern_db,
+            cluster: false,
         } => {
             let store = open_migrated(&db).await?;
             let info = store

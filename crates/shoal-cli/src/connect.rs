@@ -67,6 +67,28 @@ impl Settings {
     }
 }
 
+/// A URL given on the command line: it must not hold a password (argv is visible to every user
+/// of the host); the password comes from `password_env` when set.
+pub fn url_from_flag(flag: &str, url: &str, password_env: &str) -> anyhow::Result<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        bail!("{flag}: `{}` is not a URL", redact(url));
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    if let Some((userinfo, _)) = authority.rsplit_once('@') {
+        if userinfo.contains(':') {
+            bail!(
+                "{flag}: a password on the command line is visible to every user of this host; \
+                 give the URL without it and the password in {password_env} (or use the config file)"
+            );
+        }
+        if let Ok(password) = std::env::var(password_env) {
+            let (user, host) = rest.split_once('@').expect("userinfo checked above");
+            return Ok(format!("{scheme}://{user}:{password}@{host}"));
+        }
+    }
+    Ok(url.to_string())
+}
+
 /// A URL with its password removed, for logs and errors: `scheme://user@host:port/path`.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -129,6 +151,23 @@ pub async fn open_bus_url(url: &str, ns: Namespace) -> anyhow::Result<Arc<dyn Bu
 #[cfg(test)]
 mod tests {
     use super::redact;
+
+    #[test]
+    fn flags_refuse_passwords_and_take_them_from_the_environment() {
+        let err = super::url_from_flag("--broker", "amqp://u:pw@h:5672/%2f", "X_TEST_PW_1")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("X_TEST_PW_1") && !err.contains("pw@"), "{err}");
+        assert_eq!(
+            super::url_from_flag("--broker", "amqp://u@h:5672/%2f", "X_TEST_PW_UNSET").unwrap(),
+            "amqp://u@h:5672/%2f"
+        );
+        std::env::set_var("X_TEST_PW_2", "s3cret");
+        assert_eq!(
+            super::url_from_flag("--db-url", "mysql://u@h:3306/shoal", "X_TEST_PW_2").unwrap(),
+            "mysql://u:s3cret@h:3306/shoal"
+        );
+    }
 
     #[test]
     fn passwords_never_survive_redaction() {

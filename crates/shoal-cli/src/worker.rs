@@ -22,13 +22,15 @@ pub enum Role {
     Compile,
     Eval,
     Monitor,
+    Exporter,
     All,
 }
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     /// What this process runs (repeatable): the Scheduler (one per deployment), Compilers (CPU
-    /// hosts), Evaluators (one per GPU of the host), the GpuMonitor, or all of them.
+    /// hosts), Evaluators (one per GPU of the host), the GpuMonitor, the Exporter (writes tuned
+    /// tables on request: `shoal export --cluster`), or all of them.
     #[arg(long, value_enum, required = true)]
     pub role: Vec<Role>,
     /// Steps to serve (default: every known compile and eval step).
@@ -52,6 +54,14 @@ pub struct WorkerArgs {
     /// SHOAL_FIN) wins over the file; passwords are never taken from the command line.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The broker, e.g. amqp://shoal@mq-host:5672/%2f (no password: that comes from
+    /// SHOAL_BROKER_PASSWORD). Overrides SHOAL_BROKER and the config file.
+    #[arg(long)]
+    pub broker: Option<String>,
+    /// The database, e.g. mysql://shoal@db-host:3306/shoal (no password: that comes from
+    /// SHOAL_DB_PASSWORD). Overrides SHOAL_DB and the config file.
+    #[arg(long)]
+    pub db_url: Option<String>,
     /// Items per eval request the Scheduler sends.
     #[arg(long, default_value_t = 1)]
     pub eval_batch: usize,
@@ -65,7 +75,21 @@ const EVAL_STEPS: [&str; 3] = [COMMAND_RUN, PERF_EVAL, NOOP_RUN];
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::signals::install()?;
-    let settings = Settings::load(args.config.as_deref())?;
+    let mut settings = Settings::load(args.config.as_deref())?;
+    if let Some(url) = &args.broker {
+        settings.broker = Some(crate::connect::url_from_flag(
+            "--broker",
+            url,
+            "SHOAL_BROKER_PASSWORD",
+        )?);
+    }
+    if let Some(url) = &args.db_url {
+        settings.db = Some(crate::connect::url_from_flag(
+            "--db-url",
+            url,
+            "SHOAL_DB_PASSWORD",
+        )?);
+    }
     let db_url = settings
         .db
         .clone()
@@ -83,6 +107,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         compile: all || args.role.contains(&Role::Compile),
         eval: all || args.role.contains(&Role::Eval),
         monitor: all || args.role.contains(&Role::Monitor),
+        exporter: all || args.role.contains(&Role::Exporter),
     };
     let pick = |known: &[&str]| -> Vec<String> {
         known

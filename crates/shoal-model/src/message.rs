@@ -140,6 +140,11 @@ pub enum Control {
     Restart {
         actor: String,
     },
+    /// Write a session's outputs into a directory of the exporter's host.
+    Export {
+        session: SessionId,
+        out_dir: String,
+    },
 }
 
 /// Every message kind that has a wire form.
