@@ -81,9 +81,13 @@ CREATE TABLE job (
 );
 -- jobs_in_state (equality on session and state, ordered by build key then id, no sort step),
 -- in_flight and state_counts (prefix session_id, state), final_results (prefix session_id).
-CREATE INDEX job_by_state ON job (session_id, state, build_key, id);
--- expired_leases: in-flight states with a deadline before now, across sessions.
-CREATE INDEX job_by_lease ON job (state, lease_deadline_ms);
+CREATE INDEX job_by_state ON job (session_id, state, id);
+-- Claiming new jobs in build-key order (so jobs that share a build come together). Partial: an
+-- entry exists only while a job is new, so the 64-character key is not rewritten on every
+-- state change of every job (measured: a third of the store's time in the dispatch benchmark).
+CREATE INDEX job_new_by_build ON job (session_id, build_key, id) WHERE state = 'new';
+-- expired_leases: only jobs in flight have a deadline; the rest are not in this index.
+CREATE INDEX job_by_lease ON job (lease_deadline_ms) WHERE lease_deadline_ms IS NOT NULL;
 
 -- Outcomes, one per (job, attempt), never overwritten. status is 'ok' or a FailureKind name.
 CREATE TABLE result (

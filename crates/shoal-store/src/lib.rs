@@ -173,8 +173,8 @@ pub trait Store: Send + Sync + 'static {
     /// returns how many were created. Existing jobs are left exactly as they are.
     async fn insert_jobs(&self, jobs: &[NewJob]) -> Result<u64>;
     async fn job(&self, id: JobId) -> Result<Option<Job>>;
-    /// Up to `limit` jobs of a session in `state`, ordered by build key then id, so jobs that
-    /// share a build come together.
+    /// Up to `limit` jobs of a session in `state`. New jobs come ordered by build key then id,
+    /// so jobs that share a build are claimed together; jobs in other states by id.
     async fn jobs_in_state(
         &self,
         session: SessionId,

@@ -86,7 +86,15 @@ pub(crate) const JOB: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE
 pub(crate) const JOBS_IN_STATE: &str = concat!(
     "SELECT ",
     job_columns!(),
-    " FROM job WHERE session_id = ?1 AND state = ?2 ORDER BY build_key, id LIMIT ?3"
+    " FROM job WHERE session_id = ?1 AND state = ?2 ORDER BY id LIMIT ?3"
+);
+
+/// Hot: claiming new jobs. The literal `state = 'new'` lets SQLite use the partial index
+/// `job_new_by_build`, which is already in build-key order.
+pub(crate) const JOBS_NEW: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM job WHERE session_id = ?1 AND state = 'new' ORDER BY build_key, id LIMIT ?2"
 );
 
 /// Hot: `?2..?5` are the four in-flight state names (bound, from `JobState::is_in_flight`).
@@ -100,8 +108,8 @@ pub(crate) const IN_FLIGHT: &str = concat!(
 pub(crate) const EXPIRED_LEASES: &str = concat!(
     "SELECT ",
     job_columns!(),
-    " FROM job WHERE state IN (?1, ?2, ?3, ?4) AND lease_deadline_ms < ?5 \
-     ORDER BY lease_deadline_ms, id LIMIT ?6"
+    " FROM job WHERE lease_deadline_ms IS NOT NULL AND lease_deadline_ms < ?5 \
+     AND state IN (?1, ?2, ?3, ?4) ORDER BY lease_deadline_ms LIMIT ?6"
 );
 
 /// Hot: progress reports. Covered by `job_by_state`.
@@ -156,6 +164,7 @@ pub(crate) const ARTIFACT: &str = "SELECT bytes FROM artifact WHERE hash = ?1";
 #[cfg(test)]
 pub(crate) const HOT: &[(&str, &str)] = &[
     ("jobs_in_state", JOBS_IN_STATE),
+    ("jobs_new", JOBS_NEW),
     ("in_flight", IN_FLIGHT),
     ("expired_leases", EXPIRED_LEASES),
     ("state_counts", STATE_COUNTS),
