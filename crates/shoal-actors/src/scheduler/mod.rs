@@ -17,7 +17,7 @@ pub mod plan;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use shoal_bus::{Bus, Consumer, Delivery, QueueOptions};
@@ -89,9 +89,99 @@ struct Inner {
     building: Mutex<HashSet<(SessionId, String)>>,
     /// Queues already declared by this Scheduler.
     declared: Mutex<HashSet<String>>,
+    /// "Started" notices held back for a moment (see [`StartedNotices`]).
+    started: Mutex<StartedNotices>,
     /// Jobs in flight per session and phase, kept by the one writer as it applies changes
     /// (counted from the store once per session), so dispatch never scans the job table.
     in_flight: Mutex<HashMap<SessionId, InFlight>>,
+}
+
+/// How long a "started" notice is held back before it is written.
+const STARTED_DEBOUNCE: Duration = Duration::from_millis(1000);
+
+/// "Started" notices are held back for [`STARTED_DEBOUNCE`]: work that finishes sooner never
+/// shows as compiling or evaluating, and its notice costs no write; work that takes longer gets
+/// its state and renewed lease a second late. Knowing which notices were written, the result of
+/// a job is one compare-and-set instead of two alternatives.
+#[derive(Default)]
+struct StartedNotices {
+    pending: HashMap<(shoal_model::JobId, u32), (Instant, Change, SessionId)>,
+    written: HashSet<(shoal_model::JobId, u32)>,
+}
+
+impl StartedNotices {
+    fn is_started_edge(t: &Transition) -> bool {
+        use shoal_model::JobState::*;
+        matches!(
+            (t.from, t.to),
+            (CompileQueued, Compiling) | (EvalQueued, Evaluating)
+        )
+    }
+
+    /// Takes the batch's changes: holds back started notices, drops the alternative of a result
+    /// that cannot match, and adds the notices held long enough.
+    fn sift(
+        &mut self,
+        changes: Vec<Change>,
+        sessions: Vec<SessionId>,
+        now: Instant,
+    ) -> (Vec<Change>, Vec<SessionId>) {
+        use shoal_model::JobState::*;
+        let mut out = Vec::with_capacity(changes.len());
+        let mut out_sessions = Vec::with_capacity(changes.len());
+        let mut finished = HashSet::new();
+        for (c, session) in changes.into_iter().zip(sessions) {
+            let t = &c.transition;
+            let key = (t.job, t.attempt);
+            if Self::is_started_edge(t) {
+                self.pending.entry(key).or_insert((now, c, session));
+                continue;
+            }
+            let from_started = matches!(t.from, Compiling | Evaluating);
+            let from_queued = matches!(t.from, CompileQueued | EvalQueued);
+            if from_started || from_queued {
+                finished.insert(key);
+                if self.pending.contains_key(&key) && from_started {
+                    continue; // its notice was never written: the job is still queued
+                }
+                if self.written.contains(&key) && from_queued {
+                    continue; // its notice was written: the job is started
+                }
+            }
+            out.push(c);
+            out_sessions.push(session);
+        }
+        for key in finished {
+            self.pending.remove(&key);
+            self.written.remove(&key);
+        }
+        let due: Vec<_> = self
+            .pending
+            .iter()
+            .filter(|(_, (at, _, _))| now.duration_since(*at) >= STARTED_DEBOUNCE)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in due {
+            if let Some((_, c, session)) = self.pending.remove(&key) {
+                self.written.insert(key);
+                out.push(c);
+                out_sessions.push(session);
+            }
+        }
+        (out, out_sessions)
+    }
+
+    /// Every held notice, now (shutdown).
+    fn drain(&mut self) -> (Vec<Change>, Vec<SessionId>) {
+        let mut out = Vec::new();
+        let mut sessions = Vec::new();
+        for (key, (_, c, session)) in self.pending.drain() {
+            self.written.insert(key);
+            out.push(c);
+            sessions.push(session);
+        }
+        (out, sessions)
+    }
 }
 
 /// Jobs of a session in the compile phase (queued or compiling) and in the eval phase.
@@ -160,6 +250,7 @@ impl Scheduler {
                 building: Mutex::new(HashSet::new()),
                 declared: Mutex::new(HashSet::new()),
                 in_flight: Mutex::new(HashMap::new()),
+                started: Mutex::new(StartedNotices::default()),
             }),
             stop,
             guard,
@@ -267,6 +358,11 @@ async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorEr
         let first = tokio::select! {
             d = consumer.next() => d,
             _ = stop.triggered() => break,
+            // Nothing arrived for a while: write the started notices that are due.
+            _ = tokio::time::sleep(STARTED_DEBOUNCE / 2) => {
+                inner.apply_deliveries(Vec::new()).await?;
+                continue;
+            }
         };
         let Some(first) = first else { return Ok(()) };
         let mut batch = vec![first?];
@@ -279,6 +375,14 @@ async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorEr
         let mut batch = Vec::new();
         fill_batch(&mut *consumer, &mut batch, inner.config.result_batch).await?;
         if batch.is_empty() {
+            let (changes, sessions) = inner.started.lock().unwrap().drain();
+            if !changes.is_empty() {
+                let batch = Batch {
+                    changes,
+                    builds: vec![],
+                };
+                inner.apply_counted(&batch, &sessions).await?;
+            }
             return Ok(());
         }
         inner.apply_deliveries(batch).await?;
@@ -445,41 +549,13 @@ impl Inner {
             batch.builds.extend(plan.builds);
             to_ack.push(d);
         }
-        // A job whose result is in this batch needs no "started" change first: the notice
-        // would only renew a lease that the result ends anyway. Skipping it saves two writes per
-        // job when work is fast (many replies per batch); slow work still gets its notice
-        // applied long before its result.
-        let finished: HashSet<(shoal_model::JobId, u32)> = batch
-            .changes
-            .iter()
-            .filter(|c| {
-                c.transition.to.is_terminal() || c.transition.to == shoal_model::JobState::Compiled
-            })
-            .map(|c| (c.transition.job, c.transition.attempt))
-            .collect();
-        if !finished.is_empty() {
-            let (changes, kept): (Vec<_>, Vec<_>) = batch
-                .changes
-                .into_iter()
-                .zip(sessions)
-                .filter(|(c, _)| {
-                    let t = &c.transition;
-                    let started = matches!(
-                        (t.from, t.to),
-                        (
-                            shoal_model::JobState::CompileQueued,
-                            shoal_model::JobState::Compiling
-                        ) | (
-                            shoal_model::JobState::EvalQueued,
-                            shoal_model::JobState::Evaluating
-                        )
-                    );
-                    !(started && finished.contains(&(t.job, t.attempt)))
-                })
-                .unzip();
-            batch.changes = changes;
-            sessions = kept;
-        }
+        let (changes, kept) = self.started.lock().unwrap().sift(
+            std::mem::take(&mut batch.changes),
+            sessions,
+            Instant::now(),
+        );
+        batch.changes = changes;
+        sessions = kept;
         if !batch.changes.is_empty() || !batch.builds.is_empty() {
             self.apply_counted(&batch, &sessions).await?;
         }
@@ -493,5 +569,65 @@ impl Inner {
             d.ack().await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_model::{JobId, JobState::*};
+
+    fn change(job: i64, from: shoal_model::JobState, to: shoal_model::JobState) -> Change {
+        Transition::new(JobId(job), from, 1, to).unwrap().into()
+    }
+
+    #[test]
+    fn started_notices_are_held_back_and_results_take_one_path() {
+        let mut notices = StartedNotices::default();
+        let s = SessionId(1);
+        let t0 = Instant::now();
+        // A notice and its result in one batch: no notice written, only the queued path tried.
+        let (out, _) = notices.sift(
+            vec![
+                change(1, EvalQueued, Evaluating),
+                change(1, Evaluating, Evaluated),
+                change(1, EvalQueued, Evaluated),
+            ],
+            vec![s; 3],
+            t0,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].transition.from, EvalQueued);
+        // A notice alone is held, then written once it is old enough.
+        let (out, _) = notices.sift(vec![change(2, EvalQueued, Evaluating)], vec![s], t0);
+        assert!(out.is_empty());
+        let later = t0 + STARTED_DEBOUNCE;
+        let (out, _) = notices.sift(vec![], vec![], later);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].transition.to, Evaluating);
+        // Its result now takes only the started path.
+        let (out, _) = notices.sift(
+            vec![
+                change(2, Evaluating, Evaluated),
+                change(2, EvalQueued, Evaluated),
+            ],
+            vec![s; 2],
+            later,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].transition.from, Evaluating);
+        // Unknown jobs (a restarted Scheduler) keep both alternatives.
+        let (out, _) = notices.sift(
+            vec![
+                change(3, Evaluating, Evaluated),
+                change(3, EvalQueued, Evaluated),
+            ],
+            vec![s; 2],
+            later,
+        );
+        assert_eq!(out.len(), 2);
+        // Shutdown writes what is held.
+        notices.sift(vec![change(4, CompileQueued, Compiling)], vec![s], later);
+        assert_eq!(notices.drain().0.len(), 1);
     }
 }
