@@ -183,8 +183,10 @@ fn depth(c: &ConvConfig) -> Depth {
 }
 
 /// MITuna's canonical driver line (`DriverConvolution.__str__`): the `conv_config` columns in
-/// attribute order, the three layouts, the tensor dims, then `--forw`. fin ignores it.
-pub fn driver_line(c: &ConvConfig) -> String {
+/// attribute order, the three layouts, the tensor dims, then `--forw`. fin ignores it; it is
+/// written only so the input matches MITuna's byte for byte (`driver::driver_line` is
+/// Shoal's own canonical line, the config key).
+pub fn mituna_driver_field(c: &ConvConfig) -> String {
     let d = depth(c);
     let fields: [(&str, String); 28] = [
         ("batchsize", c.batchsize.to_string()),
@@ -250,7 +252,7 @@ fn config_obj(c: &ConvConfig, id: Option<i64>) -> PyJson {
     o.push("trans_output_pad_d", d.trans_pad_d);
     o.push("direction", c.direction.letter().to_string());
     o.push("out_layout", c.out_layout.as_str());
-    o.push("driver", driver_line(c));
+    o.push("driver", mituna_driver_field(c));
     // Input tensor (MITuna `get_tensor('in_layout', …)`): dims in tensor-column order, which
     // puts the channels last for channels-last layouts.
     o.push("in_layout", c.in_layout.as_str());
