@@ -117,6 +117,12 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
         std::fs::read_to_string(exported.join("tuned.csv")).unwrap(),
         std::fs::read_to_string(dir.path().join("out/tuned.csv")).unwrap()
     );
+    // An operator drains the deployment: every worker finishes and exits on its own.
+    let mut drain = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    drain.args(["control", "drain", "--host", "any"]);
+    cluster.env(&mut drain);
+    common::run_ok(&mut drain);
+    cluster.wait_workers(Duration::from_secs(20));
     // Both compile workers took builds: the queue spreads work across processes.
     for w in ["compile1", "compile2"] {
         let log = cluster.log(w);
@@ -125,7 +131,6 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
             "{w} compiled nothing:\n{log}"
         );
     }
-    cluster.stop_workers(Duration::from_secs(20));
 }
 
 /// Network namespaces joined by veth pairs to a bridge, torn down on drop.

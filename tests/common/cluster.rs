@@ -99,6 +99,25 @@ impl Cluster {
         std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
     }
 
+    /// Waits for every worker to exit on its own (after a drain order); each must exit 0.
+    pub fn wait_workers(&mut self, bound: Duration) {
+        let t0 = Instant::now();
+        for (name, child) in &mut self.workers {
+            loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    assert!(status.success(), "worker {name} exited with {status}");
+                    break;
+                }
+                assert!(
+                    t0.elapsed() < bound,
+                    "worker {name} did not drain within {bound:?}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        self.workers.clear();
+    }
+
     /// SIGTERM to every worker; each must exit 0 within the bound (a drain, not a kill).
     pub fn stop_workers(&mut self, bound: Duration) {
         for (_, child) in &self.workers {

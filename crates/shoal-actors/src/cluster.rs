@@ -59,6 +59,7 @@ pub struct Worker {
     scheduler_drain: Drain,
     /// What this process consumes, for the start-up log.
     pub queues: Vec<String>,
+    drain_requested: shutdown::Signal,
 }
 
 /// Starts the actors of `opts.roles`. Must be called inside an actix System.
@@ -201,7 +202,30 @@ pub async fn start(
         queues.push(format!("{} (*.exporter, any.exporter)", ns.control_topic()));
     }
 
+    // Operators drain a host with a control message (`<host>.worker` or `any.worker`): the
+    // process finishes what it holds, takes no more, and exits.
+    let (drain_trigger, drain_requested) = shutdown::channel();
+    {
+        let (bus, host) = (bus.clone(), opts.host.clone());
+        let signal = workers_signal.clone();
+        crate::supervise::supervise(
+            "worker.control".into(),
+            crate::supervise::Backoff::default(),
+            workers_signal.clone(),
+            workers_drain.guard(),
+            move || {
+                drain_loop(
+                    bus.clone(),
+                    host.clone(),
+                    drain_trigger.clone(),
+                    signal.clone(),
+                )
+            },
+        );
+    }
+
     Ok(Worker {
+        drain_requested,
         workers_stop,
         scheduler_stop,
         workers_drain,
@@ -210,7 +234,40 @@ pub async fn start(
     })
 }
 
+async fn drain_loop(
+    bus: Arc<dyn Bus>,
+    host: String,
+    drain: Trigger,
+    mut stop: shutdown::Signal,
+) -> Result<(), ActorError> {
+    let topic = bus.namespace().control_topic();
+    let key = shoal_model::queue::host_key(&host);
+    let mut mine = bus.subscribe(&topic, &format!("{key}.worker")).await?;
+    let mut any = bus.subscribe(&topic, "any.worker").await?;
+    loop {
+        let next = tokio::select! {
+            d = mine.next() => d,
+            d = any.next() => d,
+            _ = stop.triggered() => return Ok(()),
+        };
+        let Some(delivery) = next else { return Ok(()) };
+        let delivery = delivery?;
+        if let Ok(shoal_model::Message::Control(shoal_model::message::Control::Drain)) =
+            shoal_model::envelope::decode(&delivery.payload)
+        {
+            tracing::warn!("drain requested by an operator");
+            drain.trigger();
+        }
+        delivery.ack().await?;
+    }
+}
+
 impl Worker {
+    /// Completes when an operator asked this host's workers to drain.
+    pub fn drain_requested(&self) -> shutdown::Signal {
+        self.drain_requested.clone()
+    }
+
     /// Workers stop taking work and hand in-flight jobs back; then the Scheduler applies what is
     /// on the results queue and stops. Jobs still in queues stay there, durable, for the next
     /// worker: unlike the embedded mode nothing is requeued in the store.

@@ -82,6 +82,31 @@ impl Actor for GpuMonitor {
             .collect();
         let interval = self.interval;
         let stop = self.stop.clone();
+        let paused: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
+        {
+            let (bus, host, switches, paused, stop) = (
+                self.bus.clone(),
+                self.host.clone(),
+                switches.clone(),
+                paused.clone(),
+                self.stop.clone(),
+            );
+            supervise(
+                "gpu_monitor.control".into(),
+                Backoff::default(),
+                self.stop.clone(),
+                self.guard.clone(),
+                move || {
+                    control_loop(
+                        bus.clone(),
+                        host.clone(),
+                        switches.clone(),
+                        paused.clone(),
+                        stop.clone(),
+                    )
+                },
+            );
+        }
         supervise(
             "gpu_monitor".into(),
             Backoff::default(),
@@ -92,6 +117,7 @@ impl Actor for GpuMonitor {
                     bus.clone(),
                     host.clone(),
                     switches.clone(),
+                    paused.clone(),
                     interval,
                     stop.clone(),
                 )
@@ -100,10 +126,58 @@ impl Actor for GpuMonitor {
     }
 }
 
+type Paused = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
+
+/// Operators pause and resume devices with control messages (`<host>.monitor` or
+/// `any.monitor`): a paused device's Evaluators stop consuming, whatever its health.
+async fn control_loop(
+    bus: Arc<dyn Bus>,
+    host: String,
+    devices: Vec<(Device, watch::Sender<bool>)>,
+    paused: Paused,
+    mut stop: Signal,
+) -> Result<(), ActorError> {
+    let topic = bus.namespace().control_topic();
+    let key = shoal_model::queue::host_key(&host);
+    let mut mine = bus.subscribe(&topic, &format!("{key}.monitor")).await?;
+    let mut any = bus.subscribe(&topic, "any.monitor").await?;
+    loop {
+        let next = tokio::select! {
+            d = mine.next() => d,
+            d = any.next() => d,
+            _ = stop.triggered() => return Ok(()),
+        };
+        let Some(delivery) = next else { return Ok(()) };
+        let delivery = delivery?;
+        use shoal_model::message::Control;
+        match envelope::decode(&delivery.payload) {
+            Ok(Message::Control(Control::Pause { device })) => {
+                if let Some((_, switch)) = devices.iter().find(|(d, _)| d.id == device) {
+                    paused.lock().unwrap().insert(device.clone());
+                    switch.send_replace(false);
+                    tracing::warn!(%device, "device paused by an operator");
+                }
+            }
+            Ok(Message::Control(Control::Resume { device })) => {
+                if let Some((_, switch)) = devices.iter().find(|(d, _)| d.id == device) {
+                    paused.lock().unwrap().remove(&device);
+                    // Healthy until the next probe says otherwise.
+                    switch.send_replace(true);
+                    tracing::info!(%device, "device resumed by an operator");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "undecodable control message ignored"),
+        }
+        delivery.ack().await?;
+    }
+}
+
 async fn probe_loop(
     bus: Arc<dyn Bus>,
     host: String,
     devices: Vec<(Device, watch::Sender<bool>)>,
+    paused: Paused,
     interval: Duration,
     mut stop: Signal,
 ) -> Result<(), ActorError> {
@@ -118,7 +192,8 @@ async fn probe_loop(
             if *switch.borrow() != health.healthy {
                 tracing::warn!(device = %device.id, healthy = health.healthy, detail = %health.detail, "device health changed");
             }
-            switch.send_replace(health.healthy);
+            let is_paused = paused.lock().unwrap().contains(&device.id);
+            switch.send_replace(health.healthy && !is_paused);
             let event = Message::Event(Event::Health(DeviceHealth {
                 host: host.clone(),
                 device: device.id.clone(),
@@ -136,5 +211,70 @@ async fn probe_loop(
             _ = tokio::time::sleep(interval) => {}
             _ = stop.triggered() => return Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shutdown::{channel, Drain};
+    use shoal_model::message::Control;
+
+    #[actix::test]
+    async fn operators_pause_and_resume_a_device() {
+        let bus: Arc<dyn Bus> =
+            shoal_bus::MemoryBus::new(shoal_model::queue::Namespace::new("mon").unwrap());
+        let (trigger, signal) = channel();
+        let drain = Drain::new();
+        let monitor = GpuMonitor::new(
+            bus.clone(),
+            "host1:77".into(),
+            Duration::from_secs(60),
+            signal,
+            drain.guard(),
+        );
+        let mut switch = monitor.health_switch("cpu").unwrap();
+        monitor.start();
+        let send = |c: Control| {
+            let bus = bus.clone();
+            async move {
+                bus.publish_topic(
+                    &bus.namespace().control_topic(),
+                    "host1.monitor",
+                    envelope::encode(&Message::Control(c)),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        // Topics are at-most-once: repeat until the monitor, subscribing, has heard it.
+        let wait_for = |want: bool, switch: &mut watch::Receiver<bool>| {
+            let ok = *switch.borrow() == want;
+            let _ = switch.borrow_and_update();
+            ok
+        };
+        let mut paused = false;
+        for _ in 0..100 {
+            send(Control::Pause {
+                device: "cpu".into(),
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if wait_for(false, &mut switch) {
+                paused = true;
+                break;
+            }
+        }
+        assert!(paused, "the device was not paused");
+        send(Control::Resume {
+            device: "cpu".into(),
+        })
+        .await;
+        tokio::time::timeout(Duration::from_secs(5), switch.wait_for(|h| *h))
+            .await
+            .expect("the device was not resumed")
+            .unwrap();
+        trigger.trigger();
+        drain.wait().await;
     }
 }

@@ -118,6 +118,11 @@ pub enum Command {
     /// Run the actors of one or more roles of the cluster over RabbitMQ and MySQL, until
     /// SIGTERM or Ctrl-C (then drain). Connection settings: SHOAL_BROKER, SHOAL_DB or --config.
     Worker(crate::worker::WorkerArgs),
+    /// Send an order to the cluster's workers: pause or resume a device, or drain a host.
+    Control {
+        #[command(subcommand)]
+        command: ControlCommand,
+    },
     /// Measure Shoal itself.
     Bench {
         #[command(subcommand)]
@@ -126,6 +131,32 @@ pub enum Command {
     /// Run a session's jobs to the end in this process (compile, evaluate, record), resuming
     /// whatever an earlier run left.
     Run(crate::miopen::RunArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ControlCommand {
+    /// Stop evaluating on a device (its Evaluators stop consuming) until resumed.
+    Pause {
+        /// The host (as its workers name it), or `any`.
+        #[arg(long)]
+        host: String,
+        /// The device id (see `shoal devices`), e.g. amdgpu0.
+        #[arg(long)]
+        device: String,
+    },
+    /// Evaluate on a paused device again.
+    Resume {
+        #[arg(long)]
+        host: String,
+        #[arg(long)]
+        device: String,
+    },
+    /// Let a host's workers finish what they hold, take no more work, and exit.
+    Drain {
+        /// The host, or `any` for every worker of the deployment.
+        #[arg(long)]
+        host: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -280,10 +311,41 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Jobs { command } => crate::miopen::jobs(command, &db).await,
         Command::Run(args) => crate::miopen::fin_steps::run(args, &db).await,
         Command::Worker(args) => crate::worker::run(args).await,
+        Command::Control { command } => control(command).await,
         Command::Bench {
             command: BenchCommand::Dispatch(args),
         } => crate::bench::dispatch(args).await,
     }
+}
+
+/// Publishes a control message on the cluster's control topic.
+async fn control(cmd: ControlCommand) -> anyhow::Result<ExitCode> {
+    use shoal_model::message::Control;
+    let (host, actor, msg) = match cmd {
+        ControlCommand::Pause { host, device } => (host, "monitor", Control::Pause { device }),
+        ControlCommand::Resume { host, device } => (host, "monitor", Control::Resume { device }),
+        ControlCommand::Drain { host } => (host, "worker", Control::Drain),
+    };
+    let settings = crate::connect::Settings::load(None)?;
+    let url = settings
+        .broker
+        .clone()
+        .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
+    let bus = crate::connect::open_bus_url(&url, settings.namespace()?).await?;
+    let key = if host == "any" {
+        host.clone()
+    } else {
+        shoal_model::queue::host_key(&host)
+    };
+    bus.publish_topic(
+        &bus.namespace().control_topic(),
+        &format!("{key}.{actor}"),
+        shoal_model::envelope::encode(&shoal_model::Message::Control(msg)),
+    )
+    .await?;
+    bus.close().await?;
+    println!("sent to {key}.{actor}");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Opens the SQLite store without changing it.

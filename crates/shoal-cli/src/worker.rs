@@ -165,7 +165,11 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         "worker started"
     );
     let mut stop = stop;
-    stop.triggered().await;
+    let mut drain = worker.drain_requested();
+    tokio::select! {
+        _ = stop.triggered() => {}
+        _ = drain.triggered() => {}
+    }
     tracing::info!("stopping: draining in-flight work");
     worker.shutdown().await;
     bus.close().await?;

@@ -70,6 +70,14 @@ impl fmt::Display for Namespace {
     }
 }
 
+/// The routing-key word of a host on the control topic: the host name without a `:<pid>` suffix,
+/// with dots (word separators in topic keys) replaced. Control messages are routed by
+/// `<host-key>.<actor>` (or `any.<actor>` for every host).
+pub fn host_key(host: &str) -> String {
+    let name = host.split(':').next().unwrap_or(host);
+    sanitize(name)
+}
+
 /// Keeps a name component to characters every broker accepts; dots separate components.
 fn sanitize(part: &str) -> String {
     part.chars()
@@ -100,6 +108,7 @@ mod tests {
         );
         assert_eq!(ns.eval_queue("x", "a.b", 1), "shoal.eval.x.a_b_1");
         assert!(Namespace::new("Bad Name").is_err());
+        assert_eq!(host_key("gpu-node.lab:4242"), "gpu-node_lab");
         assert!(Namespace::new("").is_err());
     }
 }
