@@ -1,12 +1,14 @@
 //! Device discovery and health probes for the GpuMonitor.
 //!
 //! What is here reads files only (`/proc/cpuinfo`, the amdgpu KFD topology under `/sys`), so it
-//! builds and runs on every machine; GPU vendor libraries (NVML, HIP) come in behind run-time
-//! loading or cargo features and report "no device" cleanly where they are absent.
+//! builds and runs on every machine; GPU vendor libraries come in behind run-time loading (NVML,
+//! [`nvml`]) or cargo features and report "no device" cleanly where they are absent.
 //!
 //! Devices are named for routing the way MIOpen names AMD GPUs: an architecture string (`gfx90a`,
 //! `sm_90`, or the CPU's `x86_64`) and a compute-unit count (CUs, SMs, or CPU cores). Eval queues
 //! are split by exactly that pair.
+
+pub mod nvml;
 
 use std::path::{Path, PathBuf};
 
@@ -71,6 +73,7 @@ impl SystemRoot {
 pub fn discover(root: &SystemRoot) -> Vec<Device> {
     let mut devices = vec![cpu_device(root)];
     devices.extend(amd_gpus(root));
+    devices.extend(nvml::nvidia_gpus());
     if let Ok(spec) = std::env::var("SHOAL_TEST_FAKE_GPU") {
         match test_double(&spec) {
             Some(d) => devices.push(d),
@@ -234,12 +237,7 @@ pub fn probe(root: &SystemRoot, device: &Device) -> Health {
             temperature_c: None,
             busy_percent: None,
         },
-        DeviceKind::NvidiaGpu => Health {
-            healthy: true,
-            detail: "no probe for NVIDIA devices in this build".into(),
-            temperature_c: None,
-            busy_percent: None,
-        },
+        DeviceKind::NvidiaGpu => nvml::probe(device.visible_index.unwrap_or(0)),
     }
 }
 
