@@ -290,6 +290,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Devices => {
+            #[cfg(feature = "hip")]
+            match (
+                shoal_gpu::hip::runtime_version(),
+                shoal_gpu::hip::device_count(),
+            ) {
+                (Ok(v), Ok(0)) => println!("hip: runtime {v}, no device"),
+                (Ok(v), Ok(n)) => println!("hip: runtime {v}, {n} devices"),
+                (v, n) => println!("hip: {v:?} {n:?}"),
+            }
             for d in shoal_gpu::discover(&shoal_gpu::SystemRoot::default()) {
                 let h = shoal_gpu::probe(&shoal_gpu::SystemRoot::default(), &d);
                 println!(

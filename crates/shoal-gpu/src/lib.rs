@@ -8,6 +8,8 @@
 //! `sm_90`, or the CPU's `x86_64`) and a compute-unit count (CUs, SMs, or CPU cores). Eval queues
 //! are split by exactly that pair.
 
+#[cfg(feature = "hip")]
+pub mod hip;
 pub mod nvml;
 
 use std::path::{Path, PathBuf};
