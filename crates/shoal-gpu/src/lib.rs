@@ -43,6 +43,10 @@ pub struct Device {
     pub memory_bytes: u64,
     /// Index to put in `HIP_VISIBLE_DEVICES` / `CUDA_VISIBLE_DEVICES`; `None` for the CPU.
     pub visible_index: Option<u32>,
+    /// For amdgpu devices: the DRM render node (`/dev/dri/renderD<n>`), whose sysfs directory
+    /// has the busy percentage and the temperature sensors.
+    #[serde(default)]
+    pub drm_render_minor: Option<u32>,
 }
 
 /// Result of one health probe.
@@ -102,6 +106,7 @@ pub fn test_double(spec: &str) -> Option<Device> {
         num_cu,
         memory_bytes: 0,
         visible_index: Some(0),
+        drm_render_minor: None,
     })
 }
 
@@ -136,6 +141,7 @@ pub fn cpu_device(root: &SystemRoot) -> Device {
         num_cu: cores,
         memory_bytes,
         visible_index: None,
+        drm_render_minor: None,
     }
 }
 
@@ -186,6 +192,7 @@ fn parse_kfd_node(dir: &Path, index: u32) -> Option<Device> {
         num_cu: (simd_count / simd_per_cu) as u32,
         memory_bytes: 0,
         visible_index: Some(index),
+        drm_render_minor: get("drm_render_minor").map(|m| m as u32),
     })
 }
 
@@ -196,6 +203,28 @@ pub fn gfx_name(version: u64) -> String {
     let minor = (version / 100) % 100;
     let step = version % 100;
     format!("gfx{major}{minor:x}{step:x}")
+}
+
+/// At or above this edge temperature an AMD GPU is reported unhealthy and its Evaluators pause
+/// (MI200/MI300 throttle from about 100 °C).
+pub const AMDGPU_TOO_HOT_C: f64 = 100.0;
+
+/// The amdgpu driver's sysfs sensors of a render node, without ROCm: `gpu_busy_percent` and the
+/// first hwmon `temp1_input` (millidegrees).
+fn amdgpu_sensors(root: &SystemRoot, render_minor: u32) -> (Option<f64>, Option<f64>) {
+    let dev = root.path(&format!("/sys/class/drm/renderD{render_minor}/device"));
+    let busy = std::fs::read_to_string(dev.join("gpu_busy_percent"))
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok());
+    let temp = std::fs::read_dir(dev.join("hwmon"))
+        .ok()
+        .and_then(|mut entries| {
+            entries.find_map(|e| {
+                let text = std::fs::read_to_string(e.ok()?.path().join("temp1_input")).ok()?;
+                text.trim().parse::<f64>().ok().map(|m| m / 1000.0)
+            })
+        });
+    (busy, temp)
 }
 
 /// Probes a device. The CPU is healthy when its load leaves room to time on it; an AMD GPU is
@@ -221,16 +250,29 @@ pub fn probe(root: &SystemRoot, device: &Device) -> Health {
                 "/sys/class/kfd/kfd/topology/nodes/{}/properties",
                 device.visible_index.unwrap_or(0) + 1
             ));
-            let ok = node.exists();
+            if !node.exists() {
+                return Health {
+                    healthy: false,
+                    detail: format!("{} is gone", node.display()),
+                    temperature_c: None,
+                    busy_percent: None,
+                };
+            }
+            let (busy, temp) = match device.drm_render_minor {
+                Some(minor) => amdgpu_sensors(root, minor),
+                None => (None, None),
+            };
+            let hot = temp.is_some_and(|t| t >= AMDGPU_TOO_HOT_C);
             Health {
-                healthy: ok,
-                detail: if ok {
-                    "kfd node present".into()
-                } else {
-                    format!("{} is gone", node.display())
-                },
-                temperature_c: None,
-                busy_percent: None,
+                healthy: !hot,
+                detail: format!(
+                    "kfd node present, {}% busy, {} °C{}",
+                    busy.map(|b| format!("{b:.0}")).unwrap_or("?".into()),
+                    temp.map(|t| format!("{t:.0}")).unwrap_or("?".into()),
+                    if hot { " (too hot)" } else { "" }
+                ),
+                temperature_c: temp,
+                busy_percent: busy,
             }
         }
         DeviceKind::TestDouble => Health {
@@ -273,6 +315,13 @@ mod tests {
         )
         .unwrap();
         std::fs::write(nodes.join("1/name"), "aldebaran\n").unwrap();
+        let mut props = std::fs::read_to_string(nodes.join("1/properties")).unwrap();
+        props.push_str("drm_render_minor 128\n");
+        std::fs::write(nodes.join("1/properties"), props).unwrap();
+        let drm = dir.path().join("sys/class/drm/renderD128/device");
+        std::fs::create_dir_all(drm.join("hwmon/hwmon3")).unwrap();
+        std::fs::write(drm.join("gpu_busy_percent"), "42\n").unwrap();
+        std::fs::write(drm.join("hwmon/hwmon3/temp1_input"), "61000\n").unwrap();
         let root = SystemRoot(dir.path().to_path_buf());
         let devs = discover(&root);
         assert_eq!(devs[0].kind, DeviceKind::Cpu);
@@ -280,7 +329,11 @@ mod tests {
         assert_eq!(devs[1].arch, "gfx90a");
         assert_eq!(devs[1].num_cu, 110);
         assert_eq!(devs[1].name, "aldebaran");
-        assert!(probe(&root, &devs[1]).healthy);
+        let h = probe(&root, &devs[1]);
+        assert!(h.healthy, "{h:?}");
+        assert_eq!((h.busy_percent, h.temperature_c), (Some(42.0), Some(61.0)));
+        std::fs::write(drm.join("hwmon/hwmon3/temp1_input"), "104000\n").unwrap();
+        assert!(!probe(&root, &devs[1]).healthy, "too hot");
         std::fs::remove_dir_all(nodes.join("1")).unwrap();
         assert!(!probe(&root, &devs[1]).healthy);
     }

@@ -65,6 +65,7 @@ pub fn nvidia_gpus() -> Vec<Device> {
             num_cu: cores / cores_per_sm(major, minor).max(1),
             memory_bytes: dev.memory_info().map(|m| m.total).unwrap_or(0),
             visible_index: Some(i),
+            drm_render_minor: None,
         });
     }
     out
