@@ -194,7 +194,7 @@ pub async fn start(
                     store.clone(),
                     bus.clone(),
                     backends.clone(),
-                    host.split(':').next().unwrap_or("").to_string(),
+                    host.clone(),
                     signal.clone(),
                 )
             },
@@ -240,26 +240,14 @@ async fn drain_loop(
     drain: Trigger,
     mut stop: shutdown::Signal,
 ) -> Result<(), ActorError> {
-    let topic = bus.namespace().control_topic();
-    let key = shoal_model::queue::host_key(&host);
-    let mut mine = bus.subscribe(&topic, &format!("{key}.worker")).await?;
-    let mut any = bus.subscribe(&topic, "any.worker").await?;
-    loop {
-        let next = tokio::select! {
-            d = mine.next() => d,
-            d = any.next() => d,
-            _ = stop.triggered() => return Ok(()),
-        };
-        let Some(delivery) = next else { return Ok(()) };
-        let delivery = delivery?;
-        if let Ok(shoal_model::Message::Control(shoal_model::message::Control::Drain)) =
-            shoal_model::envelope::decode(&delivery.payload)
-        {
+    let mut inbox = crate::control::ControlInbox::open(&*bus, &host, "worker").await?;
+    while let Some(c) = inbox.next(&mut stop).await? {
+        if c == shoal_model::message::Control::Drain {
             tracing::warn!("drain requested by an operator");
             drain.trigger();
         }
-        delivery.ack().await?;
     }
+    Ok(())
 }
 
 impl Worker {

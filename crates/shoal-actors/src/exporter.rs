@@ -95,32 +95,14 @@ pub async fn serve_requests(
     host: String,
     mut stop: crate::shutdown::Signal,
 ) -> Result<(), ActorError> {
-    let topic = bus.namespace().control_topic();
-    let mut mine = bus.subscribe(&topic, &format!("{host}.exporter")).await?;
-    let mut any = bus.subscribe(&topic, "any.exporter").await?;
-    loop {
-        let next = tokio::select! {
-            d = mine.next() => d,
-            d = any.next() => d,
-            _ = stop.triggered() => return Ok(()),
-        };
-        let Some(delivery) = next else { return Ok(()) };
-        let delivery = delivery?;
-        match shoal_model::envelope::decode(&delivery.payload) {
-            Ok(shoal_model::Message::Control(shoal_model::message::Control::Export {
-                session,
-                out_dir,
-            })) => {
-                match export(&*store, &backends, session, std::path::Path::new(&out_dir)).await {
-                    Ok(summary) => {
-                        tracing::info!(%session, csv = %summary.csv.display(), "exported")
-                    }
-                    Err(e) => tracing::error!(%session, error = %e, "export failed"),
-                }
+    let mut inbox = crate::control::ControlInbox::open(&*bus, &host, "exporter").await?;
+    while let Some(c) = inbox.next(&mut stop).await? {
+        if let shoal_model::message::Control::Export { session, out_dir } = c {
+            match export(&*store, &backends, session, std::path::Path::new(&out_dir)).await {
+                Ok(summary) => tracing::info!(%session, csv = %summary.csv.display(), "exported"),
+                Err(e) => tracing::error!(%session, error = %e, "export failed"),
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "undecodable control message ignored"),
         }
-        delivery.ack().await?;
     }
+    Ok(())
 }

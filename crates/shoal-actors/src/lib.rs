@@ -15,6 +15,7 @@
 pub mod backends;
 pub mod cluster;
 pub mod compiler;
+mod control;
 pub mod embedded;
 pub mod evaluator;
 pub mod exporter;

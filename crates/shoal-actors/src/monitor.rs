@@ -137,28 +137,18 @@ async fn control_loop(
     paused: Paused,
     mut stop: Signal,
 ) -> Result<(), ActorError> {
-    let topic = bus.namespace().control_topic();
-    let key = shoal_model::queue::host_key(&host);
-    let mut mine = bus.subscribe(&topic, &format!("{key}.monitor")).await?;
-    let mut any = bus.subscribe(&topic, "any.monitor").await?;
-    loop {
-        let next = tokio::select! {
-            d = mine.next() => d,
-            d = any.next() => d,
-            _ = stop.triggered() => return Ok(()),
-        };
-        let Some(delivery) = next else { return Ok(()) };
-        let delivery = delivery?;
-        use shoal_model::message::Control;
-        match envelope::decode(&delivery.payload) {
-            Ok(Message::Control(Control::Pause { device })) => {
+    let mut inbox = crate::control::ControlInbox::open(&*bus, &host, "monitor").await?;
+    use shoal_model::message::Control;
+    while let Some(c) = inbox.next(&mut stop).await? {
+        match c {
+            Control::Pause { device } => {
                 if let Some((_, switch)) = devices.iter().find(|(d, _)| d.id == device) {
                     paused.lock().unwrap().insert(device.clone());
                     switch.send_replace(false);
                     tracing::warn!(%device, "device paused by an operator");
                 }
             }
-            Ok(Message::Control(Control::Resume { device })) => {
+            Control::Resume { device } => {
                 if let Some((_, switch)) = devices.iter().find(|(d, _)| d.id == device) {
                     paused.lock().unwrap().remove(&device);
                     // Healthy until the next probe says otherwise.
@@ -166,11 +156,10 @@ async fn control_loop(
                     tracing::info!(%device, "device resumed by an operator");
                 }
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "undecodable control message ignored"),
+            _ => {}
         }
-        delivery.ack().await?;
     }
+    Ok(())
 }
 
 async fn probe_loop(

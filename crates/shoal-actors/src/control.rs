@@ -1,0 +1,49 @@
+//! The control messages one actor of one host receives: a subscription to the control topic
+//! under `<host>.<actor>` and `any.<actor>`, decoded. Undecodable messages are logged and
+//! skipped: an operator's typo never stops an actor.
+
+use shoal_bus::{Bus, Consumer};
+use shoal_model::message::Control;
+use shoal_model::{envelope, Message};
+
+use crate::shutdown::Signal;
+use crate::ActorError;
+
+pub(crate) struct ControlInbox {
+    mine: Box<dyn Consumer>,
+    any: Box<dyn Consumer>,
+}
+
+impl ControlInbox {
+    pub(crate) async fn open(bus: &dyn Bus, host: &str, actor: &str) -> Result<Self, ActorError> {
+        let topic = bus.namespace().control_topic();
+        let key = shoal_model::queue::host_key(host);
+        Ok(ControlInbox {
+            mine: bus.subscribe(&topic, &format!("{key}.{actor}")).await?,
+            any: bus.subscribe(&topic, &format!("any.{actor}")).await?,
+        })
+    }
+
+    /// The next control message; `None` once `stop` is triggered or the bus closes.
+    pub(crate) async fn next(&mut self, stop: &mut Signal) -> Result<Option<Control>, ActorError> {
+        loop {
+            let next = tokio::select! {
+                d = self.mine.next() => d,
+                d = self.any.next() => d,
+                _ = stop.triggered() => return Ok(None),
+            };
+            let Some(delivery) = next else {
+                return Ok(None);
+            };
+            let delivery = delivery?;
+            let decoded = envelope::decode(&delivery.payload);
+            // Topic deliveries need no settling; ack says so explicitly.
+            delivery.ack().await?;
+            match decoded {
+                Ok(Message::Control(c)) => return Ok(Some(c)),
+                Ok(_) => tracing::warn!("a non-control message on the control topic ignored"),
+                Err(e) => tracing::warn!(error = %e, "undecodable control message ignored"),
+            }
+        }
+    }
+}
