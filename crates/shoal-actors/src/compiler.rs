@@ -134,6 +134,7 @@ async fn compile_loop(
                 work_dir: &work_dir,
                 cpu: None,
                 gpu_index: None,
+                runner: None,
             };
             let artifact = backend
                 .build(&req.config_params, &req.compile_params, &ctx)

@@ -47,12 +47,15 @@ pub struct Embedded {
     workers_drain: Drain,
     scheduler_drain: Drain,
     pub exporter: Addr<Exporter>,
+    /// The first of `eval_devices`, for messages.
     pub eval_device: Device,
+    /// Every device with an Evaluator.
+    pub eval_devices: Vec<Device>,
     pub compile_slots: usize,
 }
 
-/// Starts the Scheduler, Compiler, one Evaluator (the device the session targets), the Exporter
-/// and the GpuMonitor. Must be called inside an actix System.
+/// Starts the Scheduler, Compiler, one Evaluator per device of the architecture and size the
+/// session targets, the Exporter and the GpuMonitor. Must be called inside an actix System.
 pub async fn start(
     store: Arc<dyn Store>,
     bus: Arc<dyn Bus>,
@@ -75,20 +78,28 @@ pub async fn start(
         workers_signal.clone(),
         workers_drain.guard(),
     );
-    let device = monitor
+    // Every device of the session's architecture and size evaluates: one Evaluator each.
+    let devices: Vec<Device> = monitor
         .devices()
         .iter()
-        .find(|d| d.arch == session.info.arch && d.num_cu == session.info.num_cu)
+        .filter(|d| d.arch == session.info.arch && d.num_cu == session.info.num_cu)
         .cloned()
-        .ok_or_else(|| {
-            ActorError::Other(format!(
-                "session {} targets {} with {} units, and no such device is on this host",
-                session.id, session.info.arch, session.info.num_cu
-            ))
-        })?;
-    let healthy = monitor
-        .health_switch(&device.id)
-        .expect("the monitor has a switch for every device it found");
+        .collect();
+    let Some(device) = devices.first().cloned() else {
+        return Err(ActorError::Other(format!(
+            "session {} targets {} with {} units, and no such device is on this host",
+            session.id, session.info.arch, session.info.num_cu
+        )));
+    };
+    let monitor_switches: Vec<_> = devices
+        .iter()
+        .map(|d| {
+            let h = monitor
+                .health_switch(&d.id)
+                .expect("the monitor has a switch for every device it found");
+            (d.id.clone(), h)
+        })
+        .collect();
     monitor.start();
 
     let on_cpu = device.kind == DeviceKind::Cpu;
@@ -135,25 +146,33 @@ pub async fn start(
     )
     .start();
 
-    Evaluator::new(
-        EvaluatorConfig {
-            store: store.clone(),
-            bus: bus.clone(),
-            backends: backends.clone(),
-            queue: ns.eval_queue(eval_step, &device.arch, device.num_cu),
-            device: device.id.clone(),
-            pin_cpu: on_cpu.then(|| cores.saturating_sub(1)),
-            gpu_index: device.visible_index,
-            work_dir: opts.work_dir.clone(),
-            worker: format!("{}/evaluator[{}]", opts.host, device.id),
-            device_gate: cpu_gate,
-            healthy,
-            delivery_limit,
-        },
-        workers_signal,
-        workers_drain.guard(),
-    )
-    .start();
+    for d in &devices {
+        let healthy = monitor_switches
+            .iter()
+            .find(|(id, _)| id == &d.id)
+            .map(|(_, h)| h.clone())
+            .expect("the monitor has a switch for every device it found");
+        Evaluator::new(
+            EvaluatorConfig {
+                store: store.clone(),
+                bus: bus.clone(),
+                backends: backends.clone(),
+                queue: ns.eval_queue(eval_step, &d.arch, d.num_cu),
+                device: d.id.clone(),
+                pin_cpu: on_cpu.then(|| cores.saturating_sub(1)),
+                gpu_index: d.visible_index,
+                work_dir: opts.work_dir.clone(),
+                worker: format!("{}/evaluator[{}]", opts.host, d.id),
+                device_gate: cpu_gate.clone(),
+                healthy,
+                delivery_limit,
+            },
+            workers_signal.clone(),
+            workers_drain.guard(),
+        )
+        .start();
+    }
+    drop(workers_signal);
 
     let exporter = Exporter::new(store.clone(), backends).start();
     Ok(Embedded {
@@ -165,6 +184,7 @@ pub async fn start(
         scheduler_drain,
         exporter,
         eval_device: device,
+        eval_devices: devices,
         compile_slots,
     })
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use shoal_backend::command::ArtifactCache;
+use shoal_backend::library::RunnerSlot;
 use shoal_backend::{EvalInput, RunContext};
 use shoal_bus::{Bus, QueueOptions};
 use shoal_model::message::{EvalReply, Phase, ReplyBody};
@@ -94,6 +95,8 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
         .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", eval_dir.display())))?;
     let mut healthy = cfg.healthy.clone();
     let mut consumer = cfg.bus.consume(&cfg.queue, 1).await?;
+    // The device's runner for library-mode specs: started on first use, killed with this loop.
+    let runner = RunnerSlot::default();
     loop {
         // Paused while the device is unhealthy.
         while !*healthy.borrow() {
@@ -149,6 +152,7 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
                 work_dir: &eval_dir,
                 cpu: cfg.pin_cpu,
                 gpu_index: cfg.gpu_index,
+                runner: Some(&runner),
             };
             for item in &items {
                 let outcome = match &backend {

@@ -6,19 +6,23 @@
 //! plain values, and every fault of the tuned code comes back as a
 //! [`FailureKind`](shoal_model::FailureKind) so that the tuning goes on.
 //!
-//! - [`process`] — the only place that starts child processes: own process group, timeout,
-//!   group kill on timeout, on exit and on drop, bounded output.
+//! - [`process`] — how every child process is contained: own process group, timeout, group kill
+//!   on timeout, on exit and on drop, bounded output, no core dumps. One-shot children go
+//!   through [`process::run`]; the long-lived runner of [`library`] uses the same pieces.
 //! - [`expr`] — the integer expression language of constraint rules and FLOP counts.
 //! - [`spec`] — the tuning spec of the command backend (TOML): parsing, validation with
 //!   file:line:field errors, candidate enumeration, build identity.
 //! - [`command`] — the command backend's two steps: [`command::build`] (one artifact per
 //!   compile-time parameter set, content-addressed and compressed) and [`command::evaluate`]
-//!   (warm-up and timed runs of one candidate on one shape).
+//!   (warm-up and timed runs of one candidate on one shape, a process per run).
+//! - [`library`] — the command backend's library mode: one runner process per device loads each
+//!   candidate's shared object (`include/shoal_kernel.h`), with crash and hang recovery.
 //! - [`miopen`] — the MIOpen backend: MIOpen's `fin`, run per (config, solver).
 //! - [`session`] — [`SessionBackend`], what the actors call whatever the backend is.
 
 pub mod command;
 pub mod expr;
+pub mod library;
 pub mod miopen;
 pub mod process;
 pub mod session;

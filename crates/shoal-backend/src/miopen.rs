@@ -349,6 +349,7 @@ mod tests {
                 work_dir: &work,
                 cpu: None,
                 gpu_index: gpu,
+                runner: None,
             };
             fin_env(&ctx).unwrap()
         };

@@ -140,18 +140,18 @@ pub fn kill_all() {
 
 /// Registers a child's process group while it lives, and kills the group when dropped
 /// unless disarmed.
-struct GroupGuard {
+pub(crate) struct GroupGuard {
     pgid: libc::pid_t,
     armed: bool,
 }
 
 impl GroupGuard {
-    fn new(pgid: libc::pid_t) -> Self {
+    pub(crate) fn new(pgid: libc::pid_t) -> Self {
         live_groups().push(pgid);
         GroupGuard { pgid, armed: true }
     }
 
-    fn kill(&self) {
+    pub(crate) fn kill(&self) {
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
         unsafe {
             libc::kill(-self.pgid, libc::SIGKILL);
@@ -172,14 +172,14 @@ impl Drop for GroupGuard {
 }
 
 /// The last `limit` bytes of a stream, and how many were dropped before them.
-struct Tail {
+pub(crate) struct Tail {
     buf: Vec<u8>,
     limit: usize,
     dropped: u64,
 }
 
 impl Tail {
-    fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Tail {
             buf: Vec::new(),
             limit,
@@ -187,7 +187,7 @@ impl Tail {
         }
     }
 
-    fn push(&mut self, data: &[u8]) {
+    pub(crate) fn push(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
         // Trim only when twice over the limit, so that trimming stays amortised O(1) per byte.
         if self.buf.len() > self.limit.saturating_mul(2).max(8192) {
@@ -201,6 +201,12 @@ impl Tail {
             self.buf.drain(..cut);
             self.dropped += cut as u64;
         }
+    }
+
+    /// The kept bytes as text, without consuming.
+    pub(crate) fn text(&self) -> String {
+        let start = self.buf.len().saturating_sub(self.limit);
+        String::from_utf8_lossy(&self.buf[start..]).into_owned()
     }
 
     fn into_string(mut self) -> String {
@@ -241,26 +247,10 @@ fn cpu_set_for(cpu: usize) -> io::Result<libc::cpu_set_t> {
     }
 }
 
-/// Runs one child to its end (or its timeout) and returns how it ended with its output.
-///
-/// `Err` only when the child cannot be started (the program is missing, not executable, the
-/// working directory does not exist …); every way a started child can end is an `Ok`.
-pub async fn run(spec: &ChildSpec) -> io::Result<ChildOutput> {
-    let (program, args) = spec
-        .argv
-        .split_first()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
-    let cpu_set = spec.cpu.map(cpu_set_for).transpose()?;
-
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .current_dir(&spec.cwd)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+/// What every child gets between fork and exec: no core dumps (a crashing candidate must not
+/// write gigabytes into the work directory) and, when given, pinning to one CPU.
+pub(crate) fn limit_child(cmd: &mut tokio::process::Command, cpu: Option<usize>) -> io::Result<()> {
+    let cpu_set = cpu.map(cpu_set_for).transpose()?;
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system
     // calls (setrlimit, sched_setaffinity) on values prepared before the fork.
     unsafe {
@@ -278,6 +268,29 @@ pub async fn run(spec: &ChildSpec) -> io::Result<ChildOutput> {
             Ok(())
         });
     }
+    Ok(())
+}
+
+/// Runs one child to its end (or its timeout) and returns how it ended with its output.
+///
+/// `Err` only when the child cannot be started (the program is missing, not executable, the
+/// working directory does not exist …); every way a started child can end is an `Ok`.
+pub async fn run(spec: &ChildSpec) -> io::Result<ChildOutput> {
+    let (program, args) = spec
+        .argv
+        .split_first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
+
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    limit_child(&mut cmd, spec.cpu)?;
 
     let started = Instant::now();
     let mut child = cmd.spawn()?;

@@ -9,7 +9,10 @@ use std::time::Duration;
 use shoal_model::{FailureKind, Outcome, Params};
 
 use crate::command::{self, Artifact};
-use crate::spec::TuningSpec;
+use crate::spec::{RunMode, TuningSpec};
+
+/// Allowance in a library-mode lease for starting a runner and its device context.
+const RUNNER_START: Duration = Duration::from_secs(60);
 
 /// Where and on what a step runs.
 #[derive(Clone, Debug)]
@@ -20,6 +23,22 @@ pub struct RunContext<'a> {
     pub cpu: Option<usize>,
     /// The GPU to make visible to the child (`HIP_VISIBLE_DEVICES` / `CUDA_VISIBLE_DEVICES`).
     pub gpu_index: Option<u32>,
+    /// The device's long-lived runner, for library-mode specs (the Evaluator owns it).
+    pub runner: Option<&'a crate::library::RunnerSlot>,
+}
+
+/// The environment that makes only GPU `index` visible to a child, by the index the GpuMonitor
+/// found it at. CUDA is told to number devices in PCI order, as NVML and the sysfs walk do, not
+/// fastest first.
+pub fn device_env(gpu_index: Option<u32>) -> Vec<(String, String)> {
+    let Some(i) = gpu_index else {
+        return Vec::new();
+    };
+    vec![
+        ("HIP_VISIBLE_DEVICES".into(), i.to_string()),
+        ("CUDA_VISIBLE_DEVICES".into(), i.to_string()),
+        ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
+    ]
 }
 
 /// One evaluation's inputs, as the Evaluator has them.
@@ -76,17 +95,24 @@ impl SessionBackend {
     /// Evaluates one candidate on one problem.
     pub async fn evaluate(&self, input: EvalInput<'_>, ctx: &RunContext<'_>) -> Outcome {
         match self {
-            SessionBackend::Command(spec) => {
-                command::evaluate(
-                    spec,
-                    input.artifact,
-                    input.config,
-                    input.compile,
-                    input.run,
-                    ctx.cpu,
-                )
-                .await
-            }
+            SessionBackend::Command(spec) => match spec.run.mode {
+                RunMode::Process => {
+                    command::evaluate_on(
+                        spec,
+                        input.artifact,
+                        input.config,
+                        input.compile,
+                        input.run,
+                        ctx.cpu,
+                        ctx.gpu_index,
+                    )
+                    .await
+                }
+                RunMode::Library => {
+                    crate::library::evaluate(spec, input.artifact, input.config, input.run, ctx)
+                        .await
+                }
+            },
             SessionBackend::Miopen(m) => m.evaluate(input, ctx).await,
             SessionBackend::Noop => Outcome::Measured(shoal_model::Measurement {
                 time_us: 1.0,
@@ -100,10 +126,14 @@ impl SessionBackend {
     /// The longest a build and a single evaluation may take, for leases.
     pub fn time_limits(&self) -> (Duration, Duration) {
         match self {
-            SessionBackend::Command(spec) => {
-                let runs = (spec.run.warmup + spec.run.repeat).max(1);
-                (spec.build.timeout, spec.run.timeout * runs)
-            }
+            SessionBackend::Command(spec) => match spec.run.mode {
+                RunMode::Process => {
+                    let runs = (spec.run.warmup + spec.run.repeat).max(1);
+                    (spec.build.timeout, spec.run.timeout * runs)
+                }
+                // One call to the runner, plus starting a runner and a device context.
+                RunMode::Library => (spec.build.timeout, spec.run.timeout + RUNNER_START),
+            },
             SessionBackend::Miopen(m) => (m.compile_timeout, m.eval_timeout),
             SessionBackend::Noop => (Duration::from_secs(10), Duration::from_secs(1)),
         }

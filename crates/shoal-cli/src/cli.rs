@@ -192,6 +192,11 @@ pub struct TuneArgs {
     /// Working directory for builds and the artifact cache (default: <db>.work).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// The device to time on, by its id in `shoal devices` (e.g. `nvidia1`). Default: the CPU
+    /// for a spec with `device = "cpu"`; for `device = "gpu"`, every GPU of the same model as
+    /// the first one found (one Evaluator and one runner each).
+    #[arg(long, conflicts_with = "cluster")]
+    pub device: Option<String>,
     /// Cluster mode: load the jobs into the cluster's store (SHOAL_DB) and wait while the
     /// running `shoal worker` processes tune them, then export. Nothing runs in this process.
     #[arg(long)]

@@ -21,6 +21,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // `shoal runner`: the per-device runner of library mode, started by an Evaluator with pipes
+    // for stdin and stdout. Taken before anything else runs (no logging, no runtime, no other
+    // thread), since it rearranges the standard descriptors and then runs tuned code.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "runner") {
+        return ExitCode::from(shoal_backend::library::runner::main().clamp(0, 255) as u8);
+    }
     let cli = cli::Cli::parse();
     if let Err(e) = logging::init(cli.log_format) {
         eprintln!("shoal: {e}");

@@ -25,7 +25,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         return crate::tune_cluster::run(args, spec, stop).await;
     }
     let store = open_migrated(db).await?;
-    let device = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
+    let device = choose_device(&spec, args.device.as_deref())?;
     let identity = crate::load::session_for(&spec, &device, &args.reason, args.max_retries);
     let loaded = crate::load::load(&*store, &spec, &identity).await?;
     let session = loaded.session.id;
@@ -90,6 +90,45 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The device the session targets: `--device`, else the CPU or the first GPU, as the spec says.
+/// Every device of the same architecture and unit count then gets an Evaluator.
+fn choose_device(
+    spec: &shoal_backend::spec::TuningSpec,
+    wanted: Option<&str>,
+) -> anyhow::Result<shoal_gpu::Device> {
+    use shoal_backend::spec::DeviceClass;
+    use shoal_gpu::DeviceKind;
+    let devices = shoal_gpu::discover(&shoal_gpu::SystemRoot::default());
+    let listing = || {
+        devices
+            .iter()
+            .map(|d| format!("{} ({} {}, {} units)", d.id, d.name, d.arch, d.num_cu))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(id) = wanted {
+        return devices
+            .iter()
+            .find(|d| d.id == id)
+            .cloned()
+            .with_context(|| format!("--device {id}: no such device here; found {}", listing()));
+    }
+    match spec.device {
+        DeviceClass::Cpu => Ok(shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default())),
+        DeviceClass::Gpu => devices
+            .iter()
+            .find(|d| d.kind != DeviceKind::Cpu)
+            .cloned()
+            .with_context(|| {
+                format!(
+                    "{} times its candidates on a GPU (`device = \"gpu\"`), and this host has none that Shoal can see (NVIDIA through NVML, AMD through /sys/class/kfd); found {}",
+                    spec.path.display(),
+                    listing()
+                )
+            }),
+    }
 }
 
 pub fn print_summary(counts: &BTreeMap<JobState, u64>) {

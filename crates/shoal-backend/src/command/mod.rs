@@ -11,9 +11,9 @@
 //! caller: a build that fails or hangs, a run that crashes, hangs, exits non-zero, prints no
 //! time or reports a wrong answer. The first failing run ends an evaluation.
 //!
-//! This is the process-per-run mode (the most isolated). A long-lived runner per device that
-//! loads each candidate in-process is a second mode with the same inputs and the same
-//! [`Outcome`]s; it will live beside this one.
+//! This is the process-per-run mode (the most isolated). [`crate::library`] is the second mode,
+//! a long-lived runner per device that loads each candidate, with the same inputs and the same
+//! [`Outcome`]s.
 
 mod artifact;
 
@@ -226,6 +226,20 @@ pub async fn evaluate(
     run: &Params,
     cpu: Option<usize>,
 ) -> Outcome {
+    evaluate_on(spec, artifact, shape, compile, run, cpu, None).await
+}
+
+/// [`evaluate`] with only GPU `gpu_index` visible to the runs (see
+/// [`device_env`](crate::session::device_env)).
+pub async fn evaluate_on(
+    spec: &TuningSpec,
+    artifact: &Path,
+    shape: &Params,
+    compile: &Params,
+    run: &Params,
+    cpu: Option<usize>,
+    gpu_index: Option<u32>,
+) -> Outcome {
     if !artifact.is_file() {
         return Outcome::failed(
             FailureKind::Infrastructure,
@@ -237,6 +251,7 @@ pub async fn evaluate(
     child
         .env
         .push(("SHOAL_ARTIFACT".into(), artifact.display().to_string()));
+    child.env.extend(crate::session::device_env(gpu_index));
     child.cpu = cpu;
     child.output_limit = OUTPUT_LIMIT;
     tracing::debug!(spec = %spec.name, shape = %shape, compile = %compile, run = %run, ?argv, "evaluate");

@@ -19,6 +19,7 @@
 //!                                   # rebuilds every artifact and makes a new session.
 //! rules = ["BM * BN <= 16384", "K % BK == 0"]   # optional; see below
 //! flops = "2 * M * N * K"           # optional: FLOPs of one run, for GFLOP/s
+//! device = "cpu"                    # cpu (default) | gpu: where `shoal tune` times candidates
 //!
 //! shapes_csv = "shapes.csv"         # the shapes: a CSV whose header row names the columns
 //!                                   # (aiter style: spaces around values ignored, empty
@@ -35,7 +36,8 @@
 //! timeout_s = 60                    # default 120; a float is allowed
 //!
 //! [run]
-//! command = "{artifact} {M} {N} {K}"
+//! mode = "process"                  # process (default) | library, see below
+//! command = "{artifact} {M} {N} {K}"  # process mode only
 //! timeout_s = 10                    # per run; default 60
 //! warmup = 1                        # untimed runs first; default 0
 //! repeat = 3                        # timed runs; default 1
@@ -56,6 +58,14 @@
 //! [params.run]                      # optional; same forms
 //! SPLIT_K = [1, 2]
 //! ```
+//!
+//! **Library mode.** With `mode = "library"` the build writes a shared object exporting the
+//! entry points of `include/shoal_kernel.h` (`shoal_prepare`, `shoal_run`, `shoal_release`,
+//! `shoal_abi_version`), and there is no run command and no `[output]`: the device's runner
+//! ([`crate::library`]) loads each candidate, prepares each shape once, and `shoal_run` times
+//! `warmup` + `repeat` runs itself and returns a verdict. `timeout_s` then bounds one
+//! candidate on one shape, all its runs together. A GPU kernel wants this mode: the device
+//! context and the inputs are set up once per shape instead of once per candidate.
 //!
 //! **Names.** Parameter names and shape columns are identifiers (`[A-Za-z_][A-Za-z0-9_]*`),
 //! unique across compile parameters, run parameters and shape columns; `out`, `artifact`,
@@ -117,6 +127,8 @@ pub struct TuningSpec {
     /// The spec file's text, as read.
     pub source_text: String,
     pub description: Option<String>,
+    /// Where candidates are timed.
+    pub device: DeviceClass,
     pub build: BuildSpec,
     pub run: RunSpec,
     pub output: OutputSpec,
@@ -143,12 +155,51 @@ pub struct BuildSpec {
     templates: Vec<Template>,
 }
 
+/// Where a spec's candidates are timed: `shoal tune` picks the device from this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceClass {
+    Cpu,
+    Gpu,
+}
+
+impl DeviceClass {
+    pub fn parse(s: &str) -> Option<DeviceClass> {
+        match s {
+            "cpu" => Some(DeviceClass::Cpu),
+            "gpu" => Some(DeviceClass::Gpu),
+            _ => None,
+        }
+    }
+}
+
+/// How a candidate is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunMode {
+    /// A child process per run: the artifact is an executable started by the run command.
+    Process,
+    /// The artifact is a shared object with the entry points of `include/shoal_kernel.h`,
+    /// loaded by the device's long-lived runner ([`crate::library`]).
+    Library,
+}
+
+impl RunMode {
+    pub fn parse(s: &str) -> Option<RunMode> {
+        match s {
+            "process" => Some(RunMode::Process),
+            "library" => Some(RunMode::Library),
+            _ => None,
+        }
+    }
+}
+
 /// The run step: an argv template, its timeout and the run counts.
 #[derive(Clone, Debug)]
 pub struct RunSpec {
-    /// The argv as written, placeholders unsubstituted.
+    pub mode: RunMode,
+    /// The argv as written, placeholders unsubstituted (empty in library mode).
     pub argv: Vec<String>,
-    /// The limit of each single run.
+    /// Process mode: the limit of each single run. Library mode: the limit of one candidate on
+    /// one problem (loading, warm-up and timed runs together).
     pub timeout: Duration,
     pub warmup: u32,
     pub repeat: u32,

@@ -23,12 +23,12 @@ pub struct RawSpec {
     #[serde(default)]
     pub rules: Vec<Spanned<String>>,
     pub flops: Option<Spanned<String>>,
+    pub device: Option<Spanned<String>>,
     pub shapes_csv: Option<Spanned<String>>,
     pub shapes: Option<Spanned<Vec<Spanned<SpannedTable>>>>,
     pub build: RawBuild,
     pub run: RawRun,
-    #[serde(default)]
-    pub output: RawOutput,
+    pub output: Option<Spanned<RawOutput>>,
     #[serde(default)]
     pub params: RawParams,
 }
@@ -43,20 +43,31 @@ pub struct RawBuild {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRun {
-    pub command: Spanned<Value>,
+    pub mode: Option<Spanned<String>>,
+    pub command: Option<Spanned<Value>>,
     pub timeout_s: Option<Spanned<Value>>,
     pub warmup: Option<Spanned<i64>>,
     pub repeat: Option<Spanned<i64>>,
     pub statistic: Option<Spanned<String>>,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawOutput {
     pub time: Option<Spanned<String>>,
     pub time_unit: Option<Spanned<String>>,
     pub pass: Option<Spanned<String>>,
     pub fail: Option<Spanned<String>>,
+}
+
+impl RawOutput {
+    /// No `[output]` section.
+    pub const EMPTY: RawOutput = RawOutput {
+        time: None,
+        time_unit: None,
+        pass: None,
+        fail: None,
+    };
 }
 
 #[derive(Default, Deserialize)]

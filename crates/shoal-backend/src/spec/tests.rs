@@ -443,3 +443,57 @@ fn statistics() {
     assert_eq!(TimeUnit::Ms.to_us(1.5), 1500.0);
     assert_eq!(TimeUnit::Ns.to_us(1500.0), 1.5);
 }
+
+/// BASE in library mode: no run command, no [output].
+fn library_spec() -> String {
+    BASE.replace(
+        "command = \"{artifact} {M} {N} {K} {SPLIT}\"",
+        "mode = \"library\"",
+    )
+    .replace(
+        "[output]\ntime = 'time_ms=([0-9.]+)'\ntime_unit = \"ms\"\npass = 'PASS'\n",
+        "",
+    )
+}
+
+#[test]
+fn library_mode_and_device() {
+    let (_dir, spec) = load_with(&library_spec(), &[]);
+    let spec = spec.unwrap();
+    assert_eq!(spec.run.mode, RunMode::Library);
+    assert!(spec.run.argv.is_empty());
+    assert_eq!(spec.device, DeviceClass::Cpu, "the default");
+    assert_eq!(spec.run.repeat, 3);
+
+    let (_dir, gpu) = load_with(&format!("device = \"gpu\"\n{}", library_spec()), &[]);
+    assert_eq!(gpu.unwrap().device, DeviceClass::Gpu);
+    let (_dir, process) = load_with(BASE, &[]);
+    assert_eq!(process.unwrap().run.mode, RunMode::Process);
+}
+
+#[test]
+fn library_mode_errors() {
+    // A command in library mode: nothing would run it.
+    let e = err_of(&BASE.replace("[run]\n", "[run]\nmode = \"library\"\n"));
+    assert!(
+        e.starts_with("spec.toml:17: run.command: a library-mode run has no command"),
+        "{e}"
+    );
+    // [output] in library mode: times come from shoal_run.
+    let with_output = format!("{}\n[output]\npass = 'PASS'\n", library_spec());
+    let e = err_of(&with_output);
+    assert!(e.contains("output: a library-mode run reports"), "{e}");
+    // Process mode needs its command.
+    let e = err_of(&library_spec().replace("mode = \"library\"\n", ""));
+    assert!(e.contains("run.command: missing"), "{e}");
+    let e = err_of(&library_spec().replace("\"library\"", "\"thread\""));
+    assert!(
+        e.starts_with("spec.toml:16: run.mode: `thread` is not one of process, library"),
+        "{e}"
+    );
+    let e = err_of(&format!("device = \"tpu\"\n{}", library_spec()));
+    assert!(
+        e.starts_with("spec.toml:1: device: `tpu` is not one of cpu, gpu"),
+        "{e}"
+    );
+}

@@ -12,9 +12,12 @@ use toml::Spanned;
 
 use super::commands::{check_program, placeholder_rule, templates};
 use super::error::{Ctx, SpecError};
-use super::raw::{self, check_value, in_file_order, RawSpec, SpannedTable};
+use super::raw::{self, check_value, in_file_order, RawOutput, RawSpec, SpannedTable};
 use super::shapes::{self, is_ident, Shapes};
-use super::{BuildSpec, OutputSpec, ParamDef, Rule, RunSpec, Statistic, TimeUnit, TuningSpec};
+use super::{
+    BuildSpec, DeviceClass, OutputSpec, ParamDef, Rule, RunMode, RunSpec, Statistic, TimeUnit,
+    TuningSpec,
+};
 use crate::expr::Expr;
 
 /// Where a name comes from, for duplicate and placeholder messages.
@@ -315,21 +318,61 @@ pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
             path.display()
         ));
     }
-    let run_argv = raw::command(ctx, "run.command", &raw.run.command)?;
-    let run_templates = templates(
-        ctx,
-        "run.command",
-        &raw.run.command,
-        &run_argv,
-        &placeholder_rule(&names, false),
-    )?;
-    check_program(
-        ctx,
-        "run.command",
-        &raw.run.command,
-        &run_templates[0],
-        &dir,
-    )?;
+    let mode = match &raw.run.mode {
+        None => RunMode::Process,
+        Some(m) => RunMode::parse(m.get_ref()).ok_or_else(|| {
+            ctx.at(
+                m.span(),
+                "run.mode",
+                format!("`{}` is not one of process, library", m.get_ref()),
+            )
+        })?,
+    };
+    let (run_argv, run_templates) = match (mode, &raw.run.command) {
+        (RunMode::Process, None) => {
+            return Err(ctx.field(
+                "run.command",
+                "missing: a process-mode run needs a command (or set `mode = \"library\"`)",
+            ))
+        }
+        (RunMode::Process, Some(command)) => {
+            let argv = raw::command(ctx, "run.command", command)?;
+            let templates = templates(
+                ctx,
+                "run.command",
+                command,
+                &argv,
+                &placeholder_rule(&names, false),
+            )?;
+            check_program(ctx, "run.command", command, &templates[0], &dir)?;
+            (argv, templates)
+        }
+        (RunMode::Library, Some(command)) => {
+            return Err(ctx.at(
+                command.span(),
+                "run.command",
+                "a library-mode run has no command: Shoal's runner loads the artifact and calls its entry points (include/shoal_kernel.h)",
+            ))
+        }
+        (RunMode::Library, None) => (Vec::new(), Vec::new()),
+    };
+    if let (RunMode::Library, Some(output)) = (mode, &raw.output) {
+        return Err(ctx.at(
+            output.span(),
+            "output",
+            "a library-mode run reports its times and verdict through shoal_run; [output] applies to process mode only",
+        ));
+    }
+    let device = match &raw.device {
+        None => DeviceClass::Cpu,
+        Some(d) => DeviceClass::parse(d.get_ref()).ok_or_else(|| {
+            ctx.at(
+                d.span(),
+                "device",
+                format!("`{}` is not one of cpu, gpu", d.get_ref()),
+            )
+        })?,
+    };
 
     let count =
         |v: &Option<Spanned<i64>>, field: &str, default: u32, min: i64| -> Result<u32, SpecError> {
@@ -361,6 +404,7 @@ pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
         templates: build_templates,
     };
     let run = RunSpec {
+        mode,
         argv: run_argv,
         timeout: raw::timeout(ctx, "run.timeout_s", raw.run.timeout_s.as_ref(), 60)?,
         warmup: count(&raw.run.warmup, "run.warmup", 0, 0)?,
@@ -370,8 +414,10 @@ pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
     };
 
     // Output.
-    let time = regex(ctx, "output.time", &raw.output.time)?;
-    if let (Some(re), Some(src)) = (&time, &raw.output.time) {
+    let raw_output = raw.output.as_ref().map(|o| o.get_ref());
+    let raw_output = raw_output.unwrap_or(&RawOutput::EMPTY);
+    let time = regex(ctx, "output.time", &raw_output.time)?;
+    if let (Some(re), Some(src)) = (&time, &raw_output.time) {
         if re.captures_len() < 2 {
             return Err(ctx.at(
                 src.span(),
@@ -380,7 +426,7 @@ pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
             ));
         }
     }
-    let time_unit = match &raw.output.time_unit {
+    let time_unit = match &raw_output.time_unit {
         None => TimeUnit::Us,
         Some(s) => TimeUnit::parse(s.get_ref()).ok_or_else(|| {
             ctx.at(
@@ -393,8 +439,8 @@ pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
     let output = OutputSpec {
         time,
         time_unit,
-        pass: regex(ctx, "output.pass", &raw.output.pass)?,
-        fail: regex(ctx, "output.fail", &raw.output.fail)?,
+        pass: regex(ctx, "output.pass", &raw_output.pass)?,
+        fail: regex(ctx, "output.fail", &raw_output.fail)?,
     };
 
     // Rules and flops.
@@ -454,6 +500,7 @@ pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
         dir,
         source_text: text.to_string(),
         description: raw.description.clone(),
+        device,
         build,
         run,
         output,

@@ -35,6 +35,7 @@ async fn ask_fin(fin: &Path, db: &Path, input: &str) -> anyhow::Result<fin::FinO
         work_dir: &dir,
         cpu: None,
         gpu_index: None,
+        runner: None,
     };
     let text = run_fin(fin, input, &ctx, Duration::from_secs(3600))
         .await
