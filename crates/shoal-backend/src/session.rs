@@ -95,24 +95,42 @@ impl SessionBackend {
     /// Evaluates one candidate on one problem.
     pub async fn evaluate(&self, input: EvalInput<'_>, ctx: &RunContext<'_>) -> Outcome {
         match self {
-            SessionBackend::Command(spec) => match spec.run.mode {
-                RunMode::Process => {
-                    command::evaluate_on(
-                        spec,
-                        input.artifact,
-                        input.config,
-                        input.compile,
-                        input.run,
-                        ctx.cpu,
-                        ctx.gpu_index,
-                    )
-                    .await
-                }
-                RunMode::Library => {
-                    crate::library::evaluate(spec, input.artifact, input.config, input.run, ctx)
+            SessionBackend::Command(spec) => {
+                // When and how long the evaluation held the device, kept with the measurement:
+                // what a GPU-busy figure is measured over (scripts/bench-gpu-tune), and where
+                // the time beyond the kernel's own went.
+                let started_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis())
+                    .unwrap_or(0);
+                let clock = std::time::Instant::now();
+                let mut outcome = match spec.run.mode {
+                    RunMode::Process => {
+                        command::evaluate_on(
+                            spec,
+                            input.artifact,
+                            input.config,
+                            input.compile,
+                            input.run,
+                            ctx.cpu,
+                            ctx.gpu_index,
+                        )
                         .await
+                    }
+                    RunMode::Library => {
+                        crate::library::evaluate(spec, input.artifact, input.config, input.run, ctx)
+                            .await
+                    }
+                };
+                if let Outcome::Measured(m) = &mut outcome {
+                    m.details.push("eval_started_ms", started_ms.to_string());
+                    m.details.push(
+                        "eval_wall_us",
+                        format!("{:.0}", clock.elapsed().as_secs_f64() * 1e6),
+                    );
                 }
-            },
+                outcome
+            }
             SessionBackend::Miopen(m) => m.evaluate(input, ctx).await,
             SessionBackend::Noop => Outcome::Measured(shoal_model::Measurement {
                 time_us: 1.0,
