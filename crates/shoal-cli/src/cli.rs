@@ -42,6 +42,11 @@ pub enum Command {
     Check {
         /// The tuning spec (TOML).
         spec: PathBuf,
+        /// Print the build commands instead, one per distinct compile-time parameter set, each
+        /// as `<PARAMS>\t<ARGV>` with `{out}` left in place (for scripts that compare other ways
+        /// of tuning on exactly the same space).
+        #[arg(long)]
+        list_builds: bool,
     },
     /// Database maintenance.
     Db {
@@ -213,7 +218,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let db = cli.db;
     match cli.command {
         Command::Tune(args) => crate::tune::run(args, &db).await,
-        Command::Check { spec } => check(&spec),
+        Command::Check { spec, list_builds } => check(&spec, list_builds),
         Command::Db {
             command: DbCommand::Migrate,
         } => {
@@ -376,10 +381,17 @@ pub async fn open_migrated(path: &Path) -> anyhow::Result<Arc<dyn Store>> {
     Ok(store)
 }
 
-fn check(spec_path: &Path) -> anyhow::Result<ExitCode> {
+fn check(spec_path: &Path, list_builds: bool) -> anyhow::Result<ExitCode> {
     let spec = shoal_backend::spec::load(spec_path)?;
     for w in &spec.warnings {
         eprintln!("warning: {w}");
+    }
+    if list_builds {
+        for compile in spec.compile_sets() {
+            let argv = spec.build_argv(&compile, Path::new("{out}"));
+            println!("{compile}\t{}", argv.join(" "));
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     let mut total = 0;
     for shape in &spec.shapes {
