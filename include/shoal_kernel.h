@@ -11,6 +11,11 @@
  *                         reference answer. Returns an opaque state, or NULL with a message.
  *   shoal_run          -> once per candidate and problem: `warmup` untimed runs, then `repeat`
  *                         timed runs, each timed with device events, and a check of the answer.
+ *                         It writes one time per timed run, in microseconds, to samples_us
+ *                         (room for `repeat` values) and returns one of the results below; on
+ *                         anything but SHOAL_PASS it writes why into err (NUL-terminated, at most
+ *                         err_len bytes). Outputs must not carry over between candidates: the
+ *                         runner reuses the prepared state, so poison or clear them first.
  *   shoal_release      -> frees a state when the runner no longer needs it.
  *
  * The state is prepared by one candidate and used, then released, by others built from the same

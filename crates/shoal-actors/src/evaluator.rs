@@ -222,7 +222,10 @@ async fn fetch(
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("artifact {hash} is not in the store"))?;
-    cache
-        .install(hash, &packed)
+    // Decompressing, hashing and writing it is blocking work: off the async thread.
+    let (cache, owned) = (cache.clone(), hash.to_string());
+    tokio::task::spawn_blocking(move || cache.install(&owned, &packed))
+        .await
+        .map_err(|e| format!("installing artifact {hash}: {e}"))?
         .map_err(|e| format!("installing artifact {hash}: {e}"))
 }

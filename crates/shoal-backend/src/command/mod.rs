@@ -94,8 +94,12 @@ pub async fn build(
             format!("cannot start `{}`: {e}", argv[0]),
         )),
         Ok(o) => match &o.end {
+            // Hashing and compressing a large artifact takes milliseconds of CPU: off the
+            // async thread, which the Scheduler and the Evaluators share in the embedded mode.
             ChildEnd::Exited(0) => match std::fs::read(&out) {
-                Ok(raw) => Ok(pack(&raw)),
+                Ok(raw) => Ok(tokio::task::spawn_blocking(move || pack(&raw))
+                    .await
+                    .expect("packing an artifact does not panic")),
                 Err(e) => Err((
                     FailureKind::BuildFailed,
                     format!(
