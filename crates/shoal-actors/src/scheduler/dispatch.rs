@@ -12,6 +12,18 @@ use shoal_store::{Batch, Change};
 use super::Inner;
 use crate::{now_ms, ActorError};
 
+/// An eval dispatch added to a batch of results by [`Inner::chain_evals`] at `index`, right
+/// after the compile result it follows: published once it and that result applied.
+pub(crate) struct Chained {
+    index: usize,
+    /// Where the compile result (or its alternatives) of the job is in the batch.
+    results: Vec<usize>,
+    session: SessionId,
+    /// The job as claimed, with the attempt it is compiled at.
+    job: Job,
+    artifact: String,
+}
+
 impl Inner {
     /// Jobs whose retries are used up go to `errored` instead of being dispatched again.
     async fn split_exhausted(
@@ -93,6 +105,12 @@ impl Inner {
             .collect();
         let deadline = now_ms() + self.config.queue_lease.as_millis() as i64;
         let now = now_ms();
+        let mut eval_room = {
+            let in_flight = self.in_flight_of(session_id).await?.eval.max(0) as u64;
+            self.config.max_eval_in_flight.saturating_sub(in_flight)
+        };
+        // (index of the eval dispatch in `changes`, the job at its compiled attempt, artifact)
+        let mut evals: Vec<(usize, Job, String)> = Vec::new();
         let mut changes = Vec::new();
         let mut requests: Vec<CompileRequest> = Vec::new();
         for j in &jobs {
@@ -108,6 +126,23 @@ impl Inner {
                             .expect("compile_queued → compiled")
                             .with_artifact(hash.clone());
                     changes.push(t.into());
+                    // And on to eval in the same write while there is room, as after a compile
+                    // result (`chain_evals`): the store applies the three as one.
+                    if eval_room > 0 {
+                        eval_room -= 1;
+                        let t = Transition::new(
+                            j.id,
+                            JobState::Compiled,
+                            attempt,
+                            JobState::EvalQueued,
+                        )
+                        .expect("compiled → eval_queued")
+                        .with_lease(deadline);
+                        let mut job = j.clone();
+                        job.attempt = attempt;
+                        evals.push((changes.len(), job, hash.clone()));
+                        changes.push(t.into());
+                    }
                 }
                 Some(Err((kind, detail))) => {
                     let t =
@@ -165,6 +200,18 @@ impl Inner {
                 attempt: c.transition.next_attempt(),
             })
             .collect();
+        {
+            let mut compiling = self.compiling.lock().unwrap();
+            for j in &jobs {
+                let r = shoal_model::JobRef {
+                    job: j.id,
+                    attempt: j.attempt + 1,
+                };
+                if queued.contains(&r) && !known.contains_key(&j.build_key) {
+                    compiling.insert(j.id, j.clone());
+                }
+            }
+        }
         for mut req in requests {
             req.jobs.retain(|r| queued.contains(r));
             if req.jobs.is_empty() {
@@ -181,6 +228,16 @@ impl Inner {
             tracing::debug!(queue = %queue_name, jobs = req.jobs.len(), build = %req.build_key, "compile request");
             self.ensure_queue(&queue_name).await?;
             crate::publish(&*self.bus, &queue_name, &Message::Compile(req)).await?;
+        }
+        // Eval requests for the dispatches that applied.
+        let mut items = Vec::new();
+        for (i, job, artifact) in evals {
+            if applied[i] {
+                items.push(self.eval_item(&job, artifact).await?);
+            }
+        }
+        if !items.is_empty() {
+            self.publish_evals(&session, items).await?;
         }
         Ok(true)
     }
@@ -231,22 +288,37 @@ impl Inner {
                 tracing::warn!(job = %j.id, "compiled job has no artifact");
                 continue;
             };
-            let config = self.config(j.config).await?;
-            items.push((
-                j.eval_step.clone(),
-                EvalItem {
-                    job: shoal_model::JobRef {
-                        job: j.id,
-                        attempt: j.attempt + 1,
-                    },
-                    config: j.config,
-                    config_params: config.params,
-                    compile_params: j.compile_params.clone(),
-                    run_params: j.run_params.clone(),
-                    artifact,
-                },
-            ));
+            items.push(self.eval_item(j, artifact).await?);
         }
+        self.publish_evals(&session, items).await
+    }
+
+    /// The eval request item of a job moved from `compiled` (at `job.attempt`) to `eval_queued`.
+    async fn eval_item(&self, j: &Job, artifact: String) -> Result<(String, EvalItem), ActorError> {
+        let config = self.config(j.config).await?;
+        Ok((
+            j.eval_step.clone(),
+            EvalItem {
+                job: shoal_model::JobRef {
+                    job: j.id,
+                    attempt: j.attempt + 1,
+                },
+                config: j.config,
+                config_params: config.params,
+                compile_params: j.compile_params.clone(),
+                run_params: j.run_params.clone(),
+                artifact,
+            },
+        ))
+    }
+
+    /// Publishes eval requests of up to `eval_batch` items, one step per request.
+    async fn publish_evals(
+        &self,
+        session: &Session,
+        items: Vec<(String, EvalItem)>,
+    ) -> Result<bool, ActorError> {
+        let session_id = session.id;
         let mut i = 0;
         while i < items.len() {
             let step = items[i].0.clone();
@@ -270,6 +342,127 @@ impl Inner {
         Ok(true)
     }
 
+    /// Adds, right after the compile result of a job (`→ compiled`), the eval dispatch of that
+    /// job (`compiled → eval_queued`, next attempt, queue lease), while the session has eval
+    /// room. The store writes the two as one compare-and-set (a chain of one job's changes
+    /// applies whole, or falls back to one by one), so a job costs one row write fewer and
+    /// dispatch does not read it back. A result sent as two alternatives (from queued, from
+    /// compiling) is chained after the second: whichever applies, the dispatch follows it.
+    /// Only jobs this Scheduler claimed for compile are chained (it needs their parameters), and
+    /// only when every compile result of the job in the batch is for the same attempt and
+    /// artifact; the rest stay `compiled` for [`Inner::dispatch_eval`].
+    pub(super) async fn chain_evals(
+        &self,
+        changes: Vec<Change>,
+        sessions: Vec<SessionId>,
+    ) -> Result<(Vec<Change>, Vec<SessionId>, Vec<Chained>), ActorError> {
+        // Per job: the position of its last compile result, and whether all agree.
+        let mut results: HashMap<shoal_model::JobId, (usize, bool)> = HashMap::new();
+        let mut room: HashMap<SessionId, u64> = HashMap::new();
+        for (i, (c, s)) in changes.iter().zip(&sessions).enumerate() {
+            let t = &c.transition;
+            if t.to != JobState::Compiled {
+                continue;
+            }
+            let agrees = |j: usize| {
+                let u = &changes[j].transition;
+                (u.attempt, &u.artifact) == (t.attempt, &t.artifact)
+            };
+            let e = results.entry(t.job).or_insert((i, true));
+            e.1 &= agrees(e.0);
+            e.0 = i;
+            if !room.contains_key(s) {
+                let in_flight = self.in_flight_of(*s).await?.eval.max(0) as u64;
+                room.insert(*s, self.config.max_eval_in_flight.saturating_sub(in_flight));
+            }
+        }
+        let deadline = now_ms() + self.config.queue_lease.as_millis() as i64;
+        let mut out = Vec::with_capacity(changes.len());
+        let mut out_sessions = Vec::with_capacity(changes.len());
+        let mut chained = Vec::new();
+        // Where each job's compile results landed in `out`.
+        let mut landed: HashMap<shoal_model::JobId, Vec<usize>> = HashMap::new();
+        let mut compiling = self.compiling.lock().unwrap();
+        for (i, (c, s)) in changes.into_iter().zip(sessions).enumerate() {
+            let t = &c.transition;
+            if t.to == JobState::Compiled {
+                landed.entry(t.job).or_default().push(out.len());
+            }
+            let compile_ended = matches!(t.from, JobState::CompileQueued | JobState::Compiling)
+                && t.to != JobState::Compiling;
+            let last = results.get(&t.job).is_some_and(|&(at, _)| at == i);
+            let claimed = if compile_ended && (t.to != JobState::Compiled || last) {
+                match compiling.get(&t.job) {
+                    Some(j) if j.attempt + 1 == t.attempt => compiling.remove(&t.job),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            let next = match (claimed, &t.artifact) {
+                (Some(j), Some(artifact))
+                    if t.to == JobState::Compiled && results.get(&t.job) == Some(&(i, true)) =>
+                {
+                    let left = room.entry(s).or_default();
+                    (*left > 0).then(|| {
+                        *left -= 1;
+                        let mut j = j;
+                        j.attempt = t.attempt;
+                        (j, artifact.clone())
+                    })
+                }
+                _ => None,
+            };
+            let attempt = t.next_attempt();
+            out.push(c);
+            out_sessions.push(s);
+            if let Some((job, artifact)) = next {
+                let t = Transition::new(job.id, JobState::Compiled, attempt, JobState::EvalQueued)
+                    .expect("compiled → eval_queued")
+                    .with_lease(deadline);
+                chained.push(Chained {
+                    index: out.len(),
+                    results: landed.remove(&job.id).unwrap_or_default(),
+                    session: s,
+                    job,
+                    artifact,
+                });
+                out.push(t.into());
+                out_sessions.push(s);
+            }
+        }
+        Ok((out, out_sessions, chained))
+    }
+
+    /// Publishes the eval requests of the chained dispatches that applied.
+    pub(super) async fn publish_chained(
+        &self,
+        chained: Vec<Chained>,
+        applied: &[bool],
+    ) -> Result<(), ActorError> {
+        let mut by_session: Vec<(SessionId, Vec<(String, EvalItem)>)> = Vec::new();
+        for c in chained {
+            // The dispatch and the compile result it follows (one of its alternatives) applied.
+            // (The dispatch without the result cannot: the job left this Scheduler's claims with
+            // the first result of its attempt. Were it to, the job would wait in `eval_queued`
+            // for its lease, as after a lost publish.)
+            let ok = |i: &usize| applied.get(*i).copied().unwrap_or(false);
+            if !(ok(&c.index) && c.results.iter().any(ok)) {
+                continue;
+            }
+            let item = self.eval_item(&c.job, c.artifact).await?;
+            match by_session.iter_mut().find(|(s, _)| *s == c.session) {
+                Some((_, items)) => items.push(item),
+                None => by_session.push((c.session, vec![item])),
+            }
+        }
+        for (session, items) in by_session {
+            let session = self.session(session).await?;
+            self.publish_evals(&session, items).await?;
+        }
+        Ok(())
+    }
+
     /// Expired leases: back to the start of the phase, counted as a retry.
     pub(super) async fn sweep_leases(&self) -> Result<(), ActorError> {
         let expired = self.store.expired_leases(now_ms(), 1000).await?;
@@ -288,6 +481,7 @@ impl Inner {
                         .lock()
                         .unwrap()
                         .remove(&(j.session, j.build_key.clone()));
+                    self.compiling.lock().unwrap().remove(&j.id);
                 }
                 let mut t = Transition::new(j.id, j.state, j.attempt, to).ok()?;
                 t.count_retry = true;

@@ -8,6 +8,8 @@
 //!   retries are exhausted.
 //! - **results**: consumes the results queue in batches, turns each reply into compare-and-sets
 //!   ([`plan`]), applies the batch in one transaction, and only then acknowledges the deliveries.
+//!   A compile result also moves its jobs on to `eval_queued` in the same write and publishes
+//!   their eval requests after the commit (`Inner::chain_evals`): one row write per job fewer.
 //!
 //! State is committed before the message that depends on it is published: if the publish fails
 //! the job sits in a queued state under a lease, and the lease brings it back.
@@ -87,6 +89,10 @@ struct Inner {
     configs: Mutex<HashMap<ConfigId, Config>>,
     /// (session, build key) pairs with a compile request out.
     building: Mutex<HashSet<(SessionId, String)>>,
+    /// Jobs this Scheduler sent to compile, as claimed (what an eval request needs), so that
+    /// their compile result can dispatch the eval in the same compare-and-set (see
+    /// [`Inner::chain_evals`]). Lost on restart: those jobs then take the ordinary eval dispatch.
+    compiling: Mutex<HashMap<shoal_model::JobId, shoal_model::Job>>,
     /// Queues already declared by this Scheduler.
     declared: Mutex<HashSet<String>>,
     /// "Started" notices held back for a moment (see [`StartedNotices`]).
@@ -248,6 +254,7 @@ impl Scheduler {
                 sessions: Mutex::new(HashMap::new()),
                 configs: Mutex::new(HashMap::new()),
                 building: Mutex::new(HashSet::new()),
+                compiling: Mutex::new(HashMap::new()),
                 declared: Mutex::new(HashSet::new()),
                 in_flight: Mutex::new(HashMap::new()),
                 started: Mutex::new(StartedNotices::default()),
@@ -554,10 +561,12 @@ impl Inner {
             sessions,
             Instant::now(),
         );
+        let (changes, kept, chained) = self.chain_evals(changes, kept).await?;
         batch.changes = changes;
         sessions = kept;
         if !batch.changes.is_empty() || !batch.builds.is_empty() {
-            self.apply_counted(&batch, &sessions).await?;
+            let applied = self.apply_counted(&batch, &sessions).await?;
+            self.publish_chained(chained, &applied).await?;
         }
         {
             let mut building = self.building.lock().unwrap();
@@ -576,6 +585,186 @@ impl Inner {
 mod tests {
     use super::*;
     use shoal_model::{JobId, JobState::*};
+
+    /// A compile result dispatches its jobs' evals in the same transaction: one compare-and-set
+    /// per job from `compile_queued` to `eval_queued` (attempt 2) and an eval request published
+    /// after it; a replayed result changes nothing and publishes nothing; a job whose build is
+    /// known goes from `new` to `eval_queued` in one dispatch.
+    #[tokio::test]
+    async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
+        use shoal_bus::{Bus, MemoryBus};
+        use shoal_model::message::{CompileReply, ReplyBody};
+        use shoal_model::queue::Namespace;
+        use shoal_model::{NewConfig, NewJob, NewSession, NewSolver, Params};
+        use shoal_store::SqliteStore;
+
+        let store = SqliteStore::open_in_memory().unwrap();
+        store.migrate().await.unwrap();
+        let session = store
+            .create_session(&NewSession {
+                reason: "chain".into(),
+                arch: "x86_64".into(),
+                num_cu: 2,
+                backend: "noop".into(),
+                spec: String::new(),
+                spec_path: String::new(),
+                library_version: String::new(),
+                driver_version: String::new(),
+                max_retries: 3,
+            })
+            .await
+            .unwrap();
+        let config = store
+            .upsert_configs(&[NewConfig {
+                kind: "noop".into(),
+                key: "noop".into(),
+                params: Params::new(),
+                tags: vec![],
+            }])
+            .await
+            .unwrap()[0]
+            .0;
+        let solver = store
+            .upsert_solvers(&[NewSolver {
+                name: "noop".into(),
+                tunable: true,
+            }])
+            .await
+            .unwrap()[0]
+            .id;
+        let jobs: Vec<NewJob> = (0..3)
+            .map(|i| {
+                let compile = Params::from_key("B=1").unwrap();
+                NewJob {
+                    session,
+                    config,
+                    solver,
+                    compile_step: "noop_build".into(),
+                    eval_step: "noop_run".into(),
+                    build_key: "noop:B=1".into(),
+                    compile_params: compile,
+                    run_params: Params::from_key(&format!("R={i}")).unwrap(),
+                }
+            })
+            .collect();
+        assert_eq!(store.insert_jobs(&jobs).await.unwrap(), 3);
+
+        let ns = Namespace::new("chain").unwrap();
+        let bus = MemoryBus::new(ns.clone());
+        let (_trigger, signal) = crate::shutdown::channel();
+        let drain = crate::shutdown::Drain::new();
+        let scheduler = Scheduler::new(
+            Arc::new(store.clone()),
+            bus.clone(),
+            SessionBackends::default(),
+            SchedulerConfig {
+                sessions: vec![session],
+                eval_batch: 8,
+                ..SchedulerConfig::default()
+            },
+            signal,
+            drain.guard(),
+        );
+        let inner = scheduler.inner.clone();
+        assert!(inner.dispatch_compile(session).await.unwrap());
+        let compile_queue = ns.compile_queue("noop_build", "x86_64");
+        let mut compiles = bus.consume(&compile_queue, 8).await.unwrap();
+        let d = compiles.next().await.unwrap().unwrap();
+        let Ok(Message::Compile(req)) = envelope::decode(&d.payload) else {
+            panic!("not a compile request");
+        };
+        assert_eq!(req.jobs.len(), 3);
+        d.ack().await.unwrap();
+
+        let reply = Message::Reply(ReplyBody::Compiled(CompileReply {
+            session,
+            jobs: req.jobs.clone(),
+            build_key: req.build_key.clone(),
+            result: Ok("sha256:art".into()),
+            worker: "cc".into(),
+            duration_ms: 1,
+        }));
+        let results = ns.results_queue();
+        bus.declare_queue(&results, &QueueOptions { delivery_limit: 5 })
+            .await
+            .unwrap();
+        let mut replies = bus.consume(&results, 8).await.unwrap();
+        for _ in 0..2 {
+            crate::publish(&*bus, &results, &reply).await.unwrap();
+        }
+        let first = replies.next().await.unwrap().unwrap();
+        inner.apply_deliveries(vec![first]).await.unwrap();
+
+        for r in &req.jobs {
+            let j = store.job(r.job).await.unwrap().unwrap();
+            assert_eq!((j.state, j.attempt), (EvalQueued, 2));
+            assert_eq!(j.artifact.as_deref(), Some("sha256:art"));
+            assert!(j.lease_deadline_ms.is_some());
+        }
+        assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 3);
+        assert!(inner.compiling.lock().unwrap().is_empty());
+        let eval_queue = ns.eval_queue("noop_run", "x86_64", 2);
+        assert_eq!(bus.queue_depth(&eval_queue).await.unwrap(), 1);
+        let mut evals = bus.consume(&eval_queue, 8).await.unwrap();
+        let d = evals.next().await.unwrap().unwrap();
+        let Ok(Message::Eval(eval)) = envelope::decode(&d.payload) else {
+            panic!("not an eval request");
+        };
+        d.ack().await.unwrap();
+        let items: Vec<_> = eval
+            .items
+            .iter()
+            .map(|i| (i.job, i.artifact.as_str()))
+            .collect();
+        let want: Vec<_> = req
+            .jobs
+            .iter()
+            .map(|r| {
+                (
+                    shoal_model::JobRef {
+                        job: r.job,
+                        attempt: 2,
+                    },
+                    "sha256:art",
+                )
+            })
+            .collect();
+        assert_eq!(items, want);
+
+        // The same reply again: stale, nothing written, nothing published.
+        let again = replies.next().await.unwrap().unwrap();
+        inner.apply_deliveries(vec![again]).await.unwrap();
+        assert_eq!(bus.queue_depth(&eval_queue).await.unwrap(), 0);
+        assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 3);
+
+        // A job whose build is known goes from new to eval_queued in one dispatch.
+        let mut late = jobs[0].clone();
+        late.run_params = Params::from_key("R=9").unwrap();
+        assert_eq!(store.insert_jobs(&[late]).await.unwrap(), 1);
+        assert!(inner.dispatch_compile(session).await.unwrap());
+        let id = store.jobs_in_state(session, EvalQueued, 10).await.unwrap()[3].id;
+        let j = store.job(id).await.unwrap().unwrap();
+        assert_eq!((j.state, j.attempt), (EvalQueued, 2));
+        assert_eq!(j.artifact.as_deref(), Some("sha256:art"));
+        assert_eq!(
+            bus.queue_depth(&compile_queue).await.unwrap(),
+            0,
+            "no build"
+        );
+        let d = evals.next().await.unwrap().unwrap();
+        let Ok(Message::Eval(eval)) = envelope::decode(&d.payload) else {
+            panic!("not an eval request");
+        };
+        d.ack().await.unwrap();
+        assert_eq!(
+            eval.items.iter().map(|i| i.job).collect::<Vec<_>>(),
+            vec![shoal_model::JobRef {
+                job: id,
+                attempt: 2
+            }]
+        );
+        assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 4);
+    }
 
     fn change(job: i64, from: shoal_model::JobState, to: shoal_model::JobState) -> Change {
         Transition::new(JobId(job), from, 1, to).unwrap().into()

@@ -9,6 +9,12 @@
 //! - **WAL with `synchronous=NORMAL`.** A committed transaction survives a crash (SIGKILL) of the
 //!   process; only a power loss can drop the last commits, which a rerun redoes (every change
 //!   is a compare-and-set). Readers in other processes (`shoal status`) do not block the writer.
+//! - **Checkpoints off the writer's path.** A checkpoint copies the WAL into the database file
+//!   and fsyncs both; SQLite runs it inside the commit that crosses `wal_autocheckpoint`, so the
+//!   one writer would stop for it. A file store has a second connection on its own thread
+//!   ([`Checkpointer`]) that checkpoints the WAL every few milliseconds while the writer goes on;
+//!   the writer's own automatic checkpoint stays as a backstop at a larger size. Durability is
+//!   unchanged: the same commits, the same fsyncs, only on another thread.
 //! - **Migrations are explicit.** [`SqliteStore::open`] never changes the schema; `shoal db
 //!   migrate` (or the embedded start-up) calls [`Store::migrate`]. A file written by a newer
 //!   build is refused with [`StoreError::SchemaTooNew`] rather than misread.
@@ -23,7 +29,8 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -43,6 +50,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         2,
         include_str!("../../../../schemas/sqlite/0002_applicability.sql"),
     ),
+    (
+        3,
+        include_str!("../../../../schemas/sqlite/0003_job_state_check.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
@@ -53,6 +64,13 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Enough for every statement in [`queries`] (rusqlite's default is 16).
 const STATEMENT_CACHE: usize = 64;
+
+/// How often the background [`Checkpointer`] copies the WAL into the database file.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(50);
+
+/// WAL pages after which the writer checkpoints by itself (SQLite's default is 1000): only
+/// reached when the background checkpointer falls behind or cannot run.
+const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 
 /// Milliseconds since the Unix epoch, the unit of every timestamp in the store.
 pub(crate) fn now_ms() -> i64 {
@@ -65,8 +83,72 @@ pub(crate) fn now_ms() -> i64 {
 /// The SQLite store. Cheap to clone: clones share the one connection.
 #[derive(Clone)]
 pub struct SqliteStore {
+    /// Stopped when the last clone is dropped, before the connection closes (declared first, so
+    /// dropped first: the writer's connection is then the last one, which checkpoints and
+    /// removes the WAL); `None` for an in-memory database.
+    _checkpointer: Option<Arc<Checkpointer>>,
     conn: Arc<Mutex<Connection>>,
     location: String,
+}
+
+/// A thread with its own connection that runs `PRAGMA wal_checkpoint(PASSIVE)` every
+/// [`CHECKPOINT_INTERVAL`]. A passive checkpoint never blocks the writer and never waits for
+/// it: it copies what was committed when it began, and the writer restarts the WAL from its
+/// beginning once everything in it has been copied.
+struct Checkpointer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn start(path: &Path, location: &str) -> Result<Checkpointer> {
+        let what = format!("opening the checkpoint connection to {location}");
+        let conn = Connection::open(path).ctx(&what)?;
+        conn.busy_timeout(BUSY_TIMEOUT).ctx(&what)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .ctx(&what)?;
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = Arc::clone(&stop);
+        let location = location.to_string();
+        let thread = std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn(move || Self::run(conn, &flag, &location))
+            .map_err(|e| StoreError::backend(what, e))?;
+        Ok(Checkpointer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn run(conn: Connection, stop: &(Mutex<bool>, Condvar), location: &str) {
+        let (lock, cv) = stop;
+        let mut stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            stopped = cv
+                .wait_timeout(stopped, CHECKPOINT_INTERVAL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            if *stopped {
+                return;
+            }
+            // A failure is left to the next round and, failing that, to the writer's own
+            // automatic checkpoint.
+            let r = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            if let Err(e) = r {
+                tracing::debug!(%location, error = %e, "background checkpoint failed");
+            }
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        *self.stop.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.stop.1.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -82,7 +164,11 @@ impl SqliteStore {
     pub fn open(path: &Path) -> Result<Self> {
         let location = path.display().to_string();
         let conn = Connection::open(path).ctx(&format!("opening {location}"))?;
-        Self::configure(conn, location)
+        conn.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)
+            .ctx(&format!("configuring {location}"))?;
+        let mut store = Self::configure(conn, location)?;
+        store._checkpointer = Some(Arc::new(Checkpointer::start(path, &store.location)?));
+        Ok(store)
     }
 
     /// A private in-memory database, for tests. Does not migrate.
@@ -115,6 +201,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             location,
+            _checkpointer: None,
         })
     }
 

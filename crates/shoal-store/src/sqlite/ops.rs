@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use shoal_model::{
     Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
-    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, SolverId,
+    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, SolverId, Transition,
 };
 
 use super::queries as q;
 use super::rows::{self, outcome_columns, to_json};
-use crate::{Batch, BuildRecord, Result, StoreError};
+use crate::{Batch, BuildRecord, Change, Result, StoreError};
 
 /// Adds what was being done to a rusqlite error.
 pub(crate) trait Ctx<T> {
@@ -336,29 +336,91 @@ fn build_columns(b: &BuildRecord) -> (Option<&str>, Option<&'static str>, Option
     }
 }
 
+/// Whether `next` can only apply if `prev` did, and then surely does: the same job, the state
+/// `prev` leaves it in, the attempt `prev` leaves it at. Such a chain is written as one UPDATE.
+fn continues(prev: &Transition, next: &Transition) -> bool {
+    next.job == prev.job && next.from == prev.to && next.attempt == prev.next_attempt()
+}
+
+/// The row a chain of transitions of one job leaves behind, as the parameters of `CAS_UPDATE`:
+/// applying them one after the other sets what the last one sets, keeps the last artifact
+/// given, counts every retry and stamps the time of every state entered. The compare-and-set is
+/// the first one's, since each later one holds exactly when the one before applied.
+struct Fused<'a> {
+    to: JobState,
+    attempt: u32,
+    retries: i64,
+    lease_deadline_ms: Option<i64>,
+    worker: Option<&'a str>,
+    artifact: Option<&'a str>,
+    failure: Option<(&'static str, &'a str)>,
+    ts: [Option<i64>; 6],
+}
+
+impl<'a> Fused<'a> {
+    fn of(chain: &'a [Change], now: i64) -> Fused<'a> {
+        let mut f = Fused {
+            to: JobState::New,
+            attempt: 0,
+            retries: 0,
+            lease_deadline_ms: None,
+            worker: None,
+            artifact: None,
+            failure: None,
+            ts: [None; 6],
+        };
+        for c in chain {
+            let t = &c.transition;
+            f.to = t.to;
+            f.attempt = t.next_attempt();
+            f.retries += i64::from(t.count_retry);
+            f.lease_deadline_ms = t.lease_deadline_ms;
+            f.worker = t.worker.as_deref();
+            f.artifact = t.artifact.as_deref().or(f.artifact);
+            f.failure = t.failure.as_ref().map(|(k, e)| (k.as_str(), e.as_str()));
+            for (slot, v) in f.ts.iter_mut().zip(timestamps(t.to, now)) {
+                *slot = v.or(*slot);
+            }
+        }
+        f
+    }
+}
+
+/// Applies the changes in order, each a compare-and-set. A run of changes of one job that
+/// continue each other ([`continues`]) — a compile result and the eval dispatch that follows it
+/// in the same batch — is one UPDATE guarded by the first change's (state, attempt), with the
+/// same outcome as applying them one by one: all apply if the first does. If the first does
+/// not, the rest are tried again from the second, exactly as one by one.
 pub(crate) fn apply(conn: &mut Connection, batch: &Batch, now: i64) -> Result<Vec<bool>> {
     batch.validate()?;
     let what = "applying a batch";
     let tx = begin(conn, what)?;
-    let mut applied = Vec::with_capacity(batch.changes.len());
+    let changes = &batch.changes;
+    let mut applied = Vec::with_capacity(changes.len());
     {
         let mut cas = tx.prepare_cached(q::CAS_UPDATE).ctx(what)?;
         let mut result = tx.prepare_cached(q::INSERT_RESULT).ctx(what)?;
-        for change in &batch.changes {
-            let t = &change.transition;
-            let [ts0, ts1, ts2, ts3, ts4, ts5] = timestamps(t.to, now);
-            let (kind, error) = match &t.failure {
-                Some((k, e)) => (Some(k.as_str()), Some(e.as_str())),
-                None => (None, None),
-            };
+        let mut i = 0;
+        while i < changes.len() {
+            let mut end = i + 1;
+            while end < changes.len()
+                && continues(&changes[end - 1].transition, &changes[end].transition)
+            {
+                end += 1;
+            }
+            let chain = &changes[i..end];
+            let f = Fused::of(chain, now);
+            let first = &chain[0].transition;
+            let [ts0, ts1, ts2, ts3, ts4, ts5] = f.ts;
+            let (kind, error) = f.failure.unzip();
             let rows = cas
                 .execute(params![
-                    t.to.as_str(),
-                    t.next_attempt(),
-                    i64::from(t.count_retry),
-                    t.lease_deadline_ms,
-                    t.worker,
-                    t.artifact,
+                    f.to.as_str(),
+                    f.attempt,
+                    f.retries,
+                    f.lease_deadline_ms,
+                    f.worker,
+                    f.artifact,
                     kind,
                     error,
                     now,
@@ -368,18 +430,23 @@ pub(crate) fn apply(conn: &mut Connection, batch: &Batch, now: i64) -> Result<Ve
                     ts3,
                     ts4,
                     ts5,
-                    t.job.0,
-                    t.from.as_str(),
-                    t.attempt
+                    first.job.0,
+                    first.from.as_str(),
+                    first.attempt
                 ])
                 .ctx(what)?;
-            let ok = rows == 1;
-            if ok {
-                if let Some(r) = &change.result {
-                    insert_result(&mut result, r)?;
+            if rows == 1 {
+                for c in chain {
+                    if let Some(r) = &c.result {
+                        insert_result(&mut result, r)?;
+                    }
+                    applied.push(true);
                 }
+                i = end;
+            } else {
+                applied.push(false);
+                i += 1;
             }
-            applied.push(ok);
         }
         let mut build = tx.prepare_cached(q::UPSERT_BUILD).ctx(what)?;
         for b in &batch.builds {
