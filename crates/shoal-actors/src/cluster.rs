@@ -76,6 +76,14 @@ pub async fn start(
     let ns = bus.namespace().clone();
     let delivery_limit = opts.scheduler.delivery_limit;
     let mut queues = Vec::new();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    // Timing on this host's CPU from the same process that builds: builds and timings take turns
+    // through one gate, as in the embedded mode. (Builds in another process on the same host
+    // cannot be gated; give them other cores, e.g. with `taskset`.)
+    // (Unused when this process evaluates on GPUs only.)
+    let cpu_gate = (opts.roles.compile && opts.roles.eval).then(|| Arc::new(RwLock::new(())));
 
     if opts.roles.scheduler {
         let mut cfg = opts.scheduler.clone();
@@ -93,9 +101,6 @@ pub async fn start(
     }
 
     if opts.roles.compile {
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
         let compile_queues: Vec<String> = opts
             .compile_steps
             .iter()
@@ -121,7 +126,7 @@ pub async fn start(
                 slots: opts.compile_slots.unwrap_or(cores).max(1),
                 work_dir: opts.work_dir.clone(),
                 worker: format!("{}/compiler", opts.host),
-                cpu_gate: None,
+                cpu_gate: cpu_gate.clone(),
                 delivery_limit,
             },
             workers_signal.clone(),
@@ -144,8 +149,13 @@ pub async fn start(
                 if device.kind == DeviceKind::Cpu && has_gpu && !opts.eval_on_cpu {
                     continue;
                 }
-                // One timing at a time per device, whatever the step.
-                let gate = Arc::new(RwLock::new(()));
+                // One timing at a time per device, whatever the step; on the CPU the gate is the
+                // one the builds of this process share, and timings run on the last core.
+                let on_cpu = device.kind == DeviceKind::Cpu;
+                let gate = match (&cpu_gate, on_cpu) {
+                    (Some(g), true) => g.clone(),
+                    _ => Arc::new(RwLock::new(())),
+                };
                 for step in &opts.eval_steps {
                     let queue = ns.eval_queue(step, &device.arch, device.num_cu);
                     queues.push(queue.clone());
@@ -156,7 +166,7 @@ pub async fn start(
                             backends: backends.clone(),
                             queue,
                             device: device.id.clone(),
-                            pin_cpu: None,
+                            pin_cpu: on_cpu.then(|| cores.saturating_sub(1)),
                             gpu_index: device.visible_index,
                             work_dir: opts.work_dir.clone(),
                             worker: format!("{}/evaluator[{}]", opts.host, device.id),
