@@ -393,3 +393,6 @@ fn judge(spec: &TuningSpec, reply: Reply) -> Outcome {
         Status::Error => Outcome::failed(FailureKind::RunFailed, msg("runner error")),
     }
 }
+
+#[cfg(test)]
+mod tests;
