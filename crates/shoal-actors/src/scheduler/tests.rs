@@ -1,3 +1,6 @@
+//! Scheduler tests: a compile result dispatching its eval in the same write (real SQLite store,
+//! in-process bus), and how held-back "started" notices and results are planned.
+
 use super::*;
 use shoal_model::{JobId, JobState::*};
 
