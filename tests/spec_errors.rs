@@ -68,3 +68,30 @@ fn a_build_command_that_does_not_exist_names_the_field() {
         ],
     );
 }
+
+/// `shoal check --list-builds` gives scripts the same space `shoal tune` builds: one line per
+/// distinct compile set, with the shapes it has candidates for and its build command.
+#[test]
+fn list_builds_prints_every_build_with_its_shapes_and_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = common::fixture("faulty/spec.toml");
+    let out = common::run_ok(
+        common::shoal(dir.path())
+            .args(["check", "--list-builds"])
+            .arg(&spec),
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    // MODE 0 with WORK 1, 4, 16, and MODES 1-5 with WORK 1 only (the rule).
+    assert_eq!(lines.len(), 8, "{text}");
+    assert_eq!(lines[0][0], "MODE=0,WORK=1");
+    assert!(lines.iter().all(|l| l.len() == 3), "{text}");
+    assert!(lines.iter().all(|l| l[1] == "N=20000;N=40000"), "{text}");
+    let modes: Vec<&str> = lines.iter().map(|l| l[0]).collect();
+    assert!(modes.contains(&"MODE=5,WORK=1") && !modes.contains(&"MODE=5,WORK=4"));
+    for l in &lines {
+        let (mode, work) = l[0].split_once(',').unwrap();
+        assert!(l[2].contains(&format!("-D{mode}")) && l[2].contains(&format!("-D{work}")));
+        assert!(l[2].contains("-o {out}"), "{}", l[2]);
+    }
+}

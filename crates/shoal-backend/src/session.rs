@@ -106,7 +106,7 @@ impl SessionBackend {
                 let clock = std::time::Instant::now();
                 let mut outcome = match spec.run.mode {
                     RunMode::Process => {
-                        command::evaluate_on(
+                        command::evaluate(
                             spec,
                             input.artifact,
                             input.config,
@@ -187,4 +187,19 @@ pub fn default_fin_path() -> PathBuf {
     std::env::var_os("SHOAL_FIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/opt/rocm/bin/fin"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_env;
+
+    #[test]
+    fn only_the_chosen_gpu_is_visible_numbered_in_pci_order() {
+        assert!(device_env(None).is_empty(), "the CPU hides nothing");
+        let env = device_env(Some(3));
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("CUDA_VISIBLE_DEVICES"), Some("3"));
+        assert_eq!(get("HIP_VISIBLE_DEVICES"), Some("3"));
+        assert_eq!(get("CUDA_DEVICE_ORDER"), Some("PCI_BUS_ID"));
+    }
 }

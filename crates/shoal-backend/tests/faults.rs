@@ -64,7 +64,7 @@ async fn tune(spec: &TuningSpec, work: &Path) -> BTreeMap<(String, String, Strin
                     Err((kind, detail)) => Outcome::failed(*kind, detail.clone()),
                     Ok(artifact) => {
                         let path = cache.install(&artifact.hash, &artifact.packed).unwrap();
-                        command::evaluate(spec, &path, shape, &compile, &run, None).await
+                        command::evaluate(spec, &path, shape, &compile, &run, None, None).await
                     }
                 };
                 outcomes.insert((shape.key(), compile.key(), run.key()), outcome);
@@ -144,6 +144,7 @@ async fn every_fault_is_recorded_and_the_tuning_completes() {
         &mode("0"),
         &run,
         Some(first_cpu()),
+        None,
     )
     .await;
     assert!(matches!(outcome, Outcome::Measured(_)), "{outcome:?}");
@@ -205,6 +206,7 @@ async fn build_faults_are_recorded_by_kind() {
         &mode("ok"),
         &Params::new(),
         None,
+        None,
     )
     .await;
     match outcome {
@@ -222,6 +224,7 @@ async fn build_faults_are_recorded_by_kind() {
         &spec.shapes[0],
         &mode("ok"),
         &Params::new(),
+        None,
         None,
     )
     .await;
@@ -253,6 +256,7 @@ time = 'time_us=([0-9.]+)'
         &Params::new(),
         &Params::new(),
         None,
+        None,
     )
     .await;
     assert_eq!(kind_of(&o), Some(FailureKind::RunFailed));
@@ -269,6 +273,7 @@ time = 'time_us=([0-9.]+)'
         &Params::new(),
         &Params::new(),
         None,
+        None,
     )
     .await;
     assert_eq!(kind_of(&o), Some(FailureKind::WrongAnswer), "{o:?}");
@@ -283,6 +288,7 @@ time = 'time_us=([0-9.]+)'
         &spec.shapes[0],
         &Params::new(),
         &Params::new(),
+        None,
         None,
     )
     .await;

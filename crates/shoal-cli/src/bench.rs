@@ -128,26 +128,21 @@ pub async fn wait_done(store: &dyn Store, session: SessionId, total: u64) -> any
                 break;
             }
         }
-        if done {
+        let report = last.elapsed() > Duration::from_secs(5);
+        if done || report {
             let counts = store.state_counts(session).await?;
             let finished: u64 = counts
                 .iter()
                 .filter(|(s, _)| s.is_terminal())
                 .map(|(_, n)| n)
                 .sum();
-            if finished >= total {
+            if done && finished >= total {
                 return Ok(counts.get(&JobState::Evaluated).copied().unwrap_or(0));
             }
-        }
-        if last.elapsed() > Duration::from_secs(5) {
-            let counts = store.state_counts(session).await?;
-            let finished: u64 = counts
-                .iter()
-                .filter(|(s, _)| s.is_terminal())
-                .map(|(_, n)| n)
-                .sum();
-            eprintln!("{finished}/{total} final");
-            last = Instant::now();
+            if report {
+                eprintln!("{finished}/{total} final");
+                last = Instant::now();
+            }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

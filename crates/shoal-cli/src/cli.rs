@@ -1,5 +1,6 @@
 //! The commands and their flags; `--help` text lives on the definitions here.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -42,9 +43,10 @@ pub enum Command {
     Check {
         /// The tuning spec (TOML).
         spec: PathBuf,
-        /// Print the build commands instead, one per distinct compile-time parameter set, each
-        /// as `<PARAMS>\t<ARGV>` with `{out}` left in place (for scripts that compare other ways
-        /// of tuning on exactly the same space).
+        /// Print the builds instead, one line per distinct compile-time parameter set:
+        /// `<PARAMS>\t<SHAPES>\t<ARGV>`, where SHAPES are the shapes it has candidates for
+        /// (separated by `;`) and ARGV is its build command with `{out}` left in place. For
+        /// scripts that compare other ways of tuning on exactly the same space.
         #[arg(long)]
         list_builds: bool,
     },
@@ -387,9 +389,27 @@ fn check(spec_path: &Path, list_builds: bool) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {w}");
     }
     if list_builds {
+        let per_shape: Vec<(String, std::collections::HashSet<String>)> = spec
+            .shapes
+            .iter()
+            .map(|shape| {
+                let builds = spec.candidates(shape).into_iter().map(|(c, _)| c.key());
+                (shape.key(), builds.collect())
+            })
+            .collect();
+        let mut out = std::io::stdout().lock();
         for compile in spec.compile_sets() {
+            let key = compile.key();
+            let shapes: Vec<&str> = per_shape
+                .iter()
+                .filter(|(_, builds)| builds.contains(&key))
+                .map(|(shape, _)| shape.as_str())
+                .collect();
             let argv = spec.build_argv(&compile, Path::new("{out}"));
-            println!("{compile}\t{}", argv.join(" "));
+            // A reader that stops early (`| head`) is not an error.
+            if writeln!(out, "{key}\t{}\t{}", shapes.join(";"), argv.join(" ")).is_err() {
+                break;
+            }
         }
         return Ok(ExitCode::SUCCESS);
     }

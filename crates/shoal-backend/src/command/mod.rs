@@ -221,21 +221,9 @@ fn judge(
 }
 
 /// Runs one candidate (`compile` built into `artifact`, with `run` parameters) on `shape`:
-/// the spec's warm-up runs, then its timed runs, each pinned to `cpu` when given.
+/// the spec's warm-up runs, then its timed runs, each pinned to `cpu` when given and seeing only
+/// GPU `gpu_index` when given (see [`device_env`](crate::session::device_env)).
 pub async fn evaluate(
-    spec: &TuningSpec,
-    artifact: &Path,
-    shape: &Params,
-    compile: &Params,
-    run: &Params,
-    cpu: Option<usize>,
-) -> Outcome {
-    evaluate_on(spec, artifact, shape, compile, run, cpu, None).await
-}
-
-/// [`evaluate`] with only GPU `gpu_index` visible to the runs (see
-/// [`device_env`](crate::session::device_env)).
-pub async fn evaluate_on(
     spec: &TuningSpec,
     artifact: &Path,
     shape: &Params,

@@ -42,6 +42,9 @@ const STDERR_LIMIT: usize = 16 * 1024;
 const DETAIL_LIMIT: usize = 3000;
 /// How long a runner that was asked to stop (stdin closed) may take before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long the runner's stderr may stay open after it ended (held by a process that left its
+/// group); after that, what was read is what is quoted.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
 /// The argv that starts a runner: `$SHOAL_RUNNER` (split on whitespace), else this executable
 /// with the `runner` subcommand.
@@ -102,6 +105,8 @@ struct Runner {
     stdin: Option<ChildStdin>,
     replies: BufReader<ChildStdout>,
     stderr: Arc<Mutex<Tail>>,
+    /// The task draining stderr into `stderr`; done once every holder of the pipe has gone.
+    stderr_reader: tokio::task::JoinHandle<()>,
     guard: GroupGuard,
     /// A request was sent and its reply not read (the caller was cancelled mid-call): the next
     /// reply on the pipe would be the wrong one, so such a runner is replaced.
@@ -147,7 +152,7 @@ impl Runner {
         let stderr = Arc::new(Mutex::new(Tail::new(STDERR_LIMIT)));
         let mut err_pipe = child.stderr.take().expect("piped");
         let sink = stderr.clone();
-        tokio::spawn(async move {
+        let stderr_reader = tokio::spawn(async move {
             let mut chunk = vec![0u8; 8192];
             while let Ok(n) = err_pipe.read(&mut chunk).await {
                 if n == 0 {
@@ -163,6 +168,7 @@ impl Runner {
             stdin: Some(stdin),
             replies,
             stderr,
+            stderr_reader,
             guard,
             in_call: false,
         })
@@ -194,13 +200,20 @@ impl Runner {
         result
     }
 
-    /// The tail of the runner's stderr, for a failure's detail.
-    async fn stderr_tail(&self) -> String {
-        // Give the reader task a moment to take what the runner wrote just before it ended.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    /// Ends the runner (killing its process group when `kill`, else waiting for it to exit) and
+    /// says how it ended, with the tail of everything it wrote to stderr.
+    async fn finish(mut self, kill: bool) -> (String, String) {
+        if kill {
+            self.guard.kill();
+            let _ = self.child.start_kill();
+        }
+        let ended = self.end_text().await;
+        // Everything the runner wrote is in the pipe; the reader ends at its close (bounded, in
+        // case a process that left the group still holds it).
+        let _ = tokio::time::timeout(STDERR_DRAIN, &mut self.stderr_reader).await;
         let text = self.stderr.lock().unwrap().text();
         let text = text.trim();
-        if text.is_empty() {
+        let stderr = if text.is_empty() {
             "runner stderr: empty".into()
         } else {
             let cut = text.len().saturating_sub(DETAIL_LIMIT);
@@ -208,14 +221,8 @@ impl Runner {
                 .find(|&i| text.is_char_boundary(i))
                 .unwrap_or(text.len());
             format!("runner stderr:\n{}", &text[cut..])
-        }
-    }
-
-    /// Kills the process group and says how the runner ended.
-    async fn kill(mut self) -> String {
-        self.guard.kill();
-        let _ = self.child.start_kill();
-        self.end_text().await
+        };
+        (ended, stderr)
     }
 
     /// Waits for the runner to end (it is dying or was killed) and says how it ended.
@@ -242,7 +249,7 @@ impl Runner {
     async fn stop(mut self) {
         // Closing stdin ends its loop; it releases its states and exits.
         self.stdin = None;
-        let _ = self.end_text().await;
+        let _ = self.finish(false).await;
     }
 }
 
@@ -266,19 +273,17 @@ pub async fn evaluate(
             format!("artifact {} is missing", artifact.display()),
         );
     }
-    let own;
-    let slot = match ctx.runner {
-        Some(s) => s,
-        None => {
-            own = RunnerSlot::default();
-            &own
-        }
+    let Some(slot) = ctx.runner else {
+        return Outcome::failed(
+            FailureKind::Infrastructure,
+            "library mode needs the device's runner, and the caller gave none",
+        );
     };
     let mut guard = slot.runner.lock().await;
     let identity = spec.identity();
     if guard.as_ref().is_some_and(|r| r.in_call) {
         if let Some(old) = guard.take() {
-            old.kill().await;
+            old.finish(true).await;
         }
     } else if guard.as_ref().is_some_and(|r| r.spec_identity != identity) {
         if let Some(old) = guard.take() {
@@ -304,54 +309,43 @@ pub async fn evaluate(
         repeat: spec.run.repeat,
     };
     let runner = guard.as_mut().expect("started above");
-    let outcome = match runner.call(&req, spec.run.timeout).await {
-        Ok(reply) => judge(spec, reply),
+    match runner.call(&req, spec.run.timeout).await {
+        Ok(reply) => {
+            if reply.status == Status::Fatal {
+                // The runner exits after a fatal reply; reap it so the next call starts afresh.
+                if let Some(r) = guard.take() {
+                    r.finish(false).await;
+                }
+            }
+            judge(spec, reply)
+        }
         Err(CallError::TimedOut) => {
-            let r = guard.take().expect("present");
-            let stderr = r.stderr_tail().await;
-            let ended = r.kill().await;
-            return Outcome::failed(
+            let (ended, stderr) = guard.take().expect("present").finish(true).await;
+            Outcome::failed(
                 FailureKind::Timeout,
                 format!(
                     "no answer within the {:?} run timeout; {ended} (killed with its process group), a fresh one takes the next candidate; {stderr}",
                     spec.run.timeout
                 ),
-            );
+            )
         }
         Err(CallError::Died) => {
-            let mut r = guard.take().expect("present");
-            let ended = r.end_text().await;
-            let stderr = r.stderr_tail().await;
-            return Outcome::failed(
+            let (ended, stderr) = guard.take().expect("present").finish(false).await;
+            Outcome::failed(
                 FailureKind::Crashed,
                 format!("{ended} while running this candidate; {stderr}"),
-            );
+            )
         }
         Err(CallError::Garbled(e)) => {
-            let r = guard.take().expect("present");
-            let stderr = r.stderr_tail().await;
-            let ended = r.kill().await;
-            return Outcome::failed(
+            let (ended, stderr) = guard.take().expect("present").finish(true).await;
+            Outcome::failed(
                 FailureKind::Infrastructure,
                 format!(
                     "the runner answered something that is not a reply ({e}); {ended}; {stderr}"
                 ),
-            );
-        }
-    };
-    if matches!(
-        &outcome,
-        Outcome::Failed {
-            kind: FailureKind::Crashed,
-            ..
-        }
-    ) {
-        // A fatal reply: the runner exits by itself; reap it now so the next call starts afresh.
-        if let Some(mut r) = guard.take() {
-            let _ = r.end_text().await;
+            )
         }
     }
-    outcome
 }
 
 /// Turns a runner reply into an outcome.

@@ -178,6 +178,26 @@ async fn wrong_answers_and_garbled_replies_have_their_kinds() {
 }
 
 #[tokio::test]
+async fn without_a_runner_slot_library_mode_is_an_infrastructure_failure() {
+    let f = fixture(5.0);
+    let ctx = RunContext {
+        work_dir: f.dir.path(),
+        cpu: None,
+        gpu_index: None,
+        runner: None,
+    };
+    let o = evaluate(
+        &f.spec,
+        &f.artifact,
+        &f.spec.shapes[0],
+        &Params::new(),
+        &ctx,
+    )
+    .await;
+    assert_eq!(failure(&o).0, FailureKind::Infrastructure);
+}
+
+#[tokio::test]
 async fn a_missing_runner_program_is_an_infrastructure_failure() {
     let f = fixture(5.0);
     let s = RunnerSlot::new(vec!["/nonexistent/shoal-runner".into()]);
