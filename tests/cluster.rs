@@ -93,15 +93,39 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
         &["--role", "compile", "--arch", arch, "-j", "1"],
     );
     cluster.start_worker("eval", &[], &["--role", "eval"]);
-    cluster.start_worker("exporter", &[], &["--role", "exporter"]);
+    let exports = dir.path().join("exports");
+    cluster.start_worker(
+        "exporter",
+        &[],
+        &[
+            "--role",
+            "exporter",
+            "--export-dir",
+            exports.to_str().unwrap(),
+        ],
+    );
     let stdout = tune_in_cluster(&cluster, dir.path());
     check_results(&cluster, dir.path(), &stdout);
-    // The exporter role writes the tuned table on request, on its own host.
-    let exported = dir.path().join("exported");
+    hostile_messages_are_dead_lettered(&cluster, dir.path());
+    // The exporter role writes the tuned table on request, on its own host, inside its export
+    // directory only: a request for a path outside it is refused by the CLI.
+    let mut outside = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    outside.current_dir(dir.path()).args([
+        "export",
+        "--session",
+        "1",
+        "--cluster",
+        "-o",
+        "../escape",
+    ]);
+    cluster.env(&mut outside);
+    let out = outside.output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("relative path inside"));
+    let exported = exports.join("nightly");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
     cmd.current_dir(dir.path())
-        .args(["export", "--session", "1", "--cluster", "-o"])
-        .arg(&exported);
+        .args(["export", "--session", "1", "--cluster", "-o", "nightly"]);
     cluster.env(&mut cmd);
     common::run_ok(&mut cmd);
     let t0 = std::time::Instant::now();
@@ -131,6 +155,101 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
             "{w} compiled nothing:\n{log}"
         );
     }
+}
+
+/// Someone with access to the broker publishes to the compile queue the running workers consume:
+/// garbage, the 15-byte length bomb that used to abort every consumer, a request signed with
+/// another key, and — as a holder of the key gone wrong — a signed request whose parameter is C
+/// code. Each is dead-lettered with its reason, nothing is built (no file appears), and the
+/// workers go on (the drain that follows needs every one of them alive).
+fn hostile_messages_are_dead_lettered(cluster: &Cluster, dir: &Path) {
+    const WANT: [&str; 4] = [
+        "unknown wire version 104",
+        "unknown wire version 1 ",
+        "bad signature",
+        "compile request refused",
+    ];
+    use shoal_bus::Bus;
+    use shoal_model::message::{CompileRequest, JobRef};
+    use shoal_model::{JobId, Message, Params, SessionId};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let key = hex::decode(std::fs::read_to_string(&cluster.key_file).unwrap().trim()).unwrap();
+    let codec = shoal_model::envelope::Codec::new(&key).unwrap();
+    let stranger = shoal_model::envelope::Codec::new(&[7u8; 32]).unwrap();
+    let marker = dir.join("pwned");
+    let mut evil = Params::new();
+    evil.push(
+        "MODE",
+        format!("(system(\"touch {}\")*0)", marker.display()),
+    );
+    evil.push("WORK", "1");
+    let request = |compile_params: Params| {
+        Message::Compile(CompileRequest {
+            session: SessionId(1),
+            step: shoal_model::steps::COMMAND_BUILD.into(),
+            build_key: "forged".into(),
+            config_params: Params::from_key("N=20000").unwrap(),
+            compile_params,
+            jobs: vec![JobRef {
+                job: JobId(1),
+                attempt: 99,
+            }],
+        })
+    };
+    let mut bomb = vec![1u8, 1, 7, 0xFD];
+    bomb.extend_from_slice(&(1u64 << 62).to_le_bytes());
+    bomb.extend_from_slice(&[0; 3]);
+    assert_eq!(bomb.len(), 15);
+    let ns = shoal_model::queue::Namespace::new(&cluster.namespace).unwrap();
+    let queue = ns.compile_queue(shoal_model::steps::COMMAND_BUILD, std::env::consts::ARCH);
+    let reasons = rt.block_on(async {
+        let options = shoal_bus::RabbitOptions {
+            codec: codec.clone(),
+            ..Default::default()
+        };
+        let bus = shoal_bus::RabbitBus::connect_with(&cluster.amqp, ns.clone(), options)
+            .await
+            .unwrap();
+        let mut good = Params::new();
+        good.push("MODE", "0");
+        good.push("WORK", "1");
+        assert!(codec.decode(&codec.encode(&request(good))).is_ok());
+        bus.publish(
+            &queue,
+            vec![
+                b"hello".to_vec(),
+                bomb,
+                stranger.encode(&request(Params::new())),
+                codec.encode(&request(evil)),
+            ],
+        )
+        .await
+        .unwrap();
+        let mut dead = bus.consume(&ns.dead_letter_queue(), 16).await.unwrap();
+        let mut reasons: Vec<String> = Vec::new();
+        let t0 = std::time::Instant::now();
+        let found = |reasons: &[String]| WANT.iter().all(|w| reasons.iter().any(|r| r.contains(w)));
+        while !found(&reasons) && t0.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(d)) = tokio::time::timeout(Duration::from_secs(1), dead.next()).await {
+                let d = d.unwrap();
+                reasons.push(d.dead_reason.clone().unwrap_or_default());
+                d.ack().await.unwrap();
+            }
+        }
+        bus.close().await.unwrap();
+        reasons
+    });
+    let all = reasons.join("\n");
+    for want in WANT {
+        assert!(
+            all.contains(want),
+            "no `{want}` among the dead letters:\n{all}"
+        );
+    }
+    assert!(!marker.exists(), "the forged parameter was built");
 }
 
 /// Network namespaces joined by veth pairs to a bridge, torn down on drop.

@@ -133,6 +133,7 @@ write_credentials() {
         printf 'SHOAL_DB=mysql://shoal:%s@127.0.0.1:%s/shoal\n' "$pw" "$SHOAL_MYSQL_PORT"
         printf 'SHOAL_TEST_AMQP=amqp://shoal:%s@127.0.0.1:%s/%%2f\n' "$pw" "$SHOAL_AMQP_PORT"
         printf 'SHOAL_TEST_MYSQL=mysql://shoal:%s@127.0.0.1:%s\n' "$pw" "$SHOAL_MYSQL_PORT"
+        printf 'SHOAL_HMAC_KEY_FILE=%s\n' "$(shoal_hmac_key_file)"
     } >"$tmp"
     chmod 600 "$tmp"
     mv -f "$tmp" "$file"
@@ -263,4 +264,219 @@ state_save() {
         if [ -n "${SHOAL_STATE[$k]}" ]; then printf '%s=%s\n' "$k" "${SHOAL_STATE[$k]}"; fi
     done | sort >"$tmp"
     mv -f "$tmp" "$f"
+}
+
+# --- per-role identities (least privilege) -------------------------------------------------------
+# services-up creates, besides the admin/test identity `shoal` above (which also migrates), one
+# broker user and one database user per role, named shoal_<role>, with only what that role's code
+# does (see deploy/README.md, "Least privilege"). scripts/check-privileges proves the grants.
+
+# shellcheck disable=SC2034 # used by the scripts that source this file
+SHOAL_ROLES=(scheduler compile eval exporter cli)
+
+shoal_config_dir() { printf '%s\n' "${XDG_CONFIG_HOME:-$HOME/.config}/shoal"; }
+# Where the per-role files are kept (mode 700 directory, mode 600 files). SHOAL_ROLES_DIR overrides.
+shoal_roles_dir() { printf '%s\n' "${SHOAL_ROLES_DIR:-$(shoal_config_dir)/roles}"; }
+# The deployment's message-signing key (64 hex characters, mode 600). SHOAL_HMAC_KEY_PATH overrides.
+shoal_hmac_key_file() { printf '%s\n' "${SHOAL_HMAC_KEY_PATH:-$(shoal_config_dir)/hmac.key}"; }
+# The namespace the role users' broker permissions are written for.
+shoal_role_namespace() { printf '%s\n' "${SHOAL_ROLE_NAMESPACE:-shoal}"; }
+# The database the role users are granted on.
+SHOAL_ROLE_DATABASE=shoal
+
+# The hosts the database users are created for: localhost and 127.0.0.1 (this server may match a
+# TCP client from 127.0.0.1 to either, depending on skip_name_resolve), plus the cluster network
+# of SHOAL_CLUSTER_NET (e.g. 10.0.0.% or 10.0.0.0/255.255.255.0), never '%'.
+# SHOAL_CLUSTER_NET is remembered in the state directory (file cluster-net) once given, so that a
+# later run without it keeps those users; SHOAL_CLUSTER_NET=none removes them.
+cluster_net() {
+    local net=${SHOAL_CLUSTER_NET:-}
+    if [ -z "$net" ]; then { read -r net <"$(shoal_state_dir)/cluster-net"; } 2>/dev/null || net=""; fi
+    if [ "$net" = none ]; then net=""; fi
+    printf '%s' "$net"
+}
+shoal_db_hosts() {
+    local net
+    net=$(cluster_net)
+    printf '%s\n' localhost 127.0.0.1
+    if [ -n "$net" ]; then printf '%s\n' "$net"; fi
+}
+check_cluster_net() {
+    local net
+    net=$(cluster_net)
+    [ -z "$net" ] && return 0
+    [[ $net =~ ^[0-9A-Za-z.%_/:-]+$ ]] || die "SHOAL_CLUSTER_NET='$net': use a host pattern such as 10.0.0.% or 10.0.0.0/255.255.255.0"
+    [ "$net" != % ] || die "SHOAL_CLUSTER_NET='%' would grant to every host; name the cluster's network"
+}
+
+# shoal_role_db_grants ROLE: what ROLE may do in database shoal, one "PRIVILEGES<TAB>TABLE" line
+# per table (table-level grants; UPDATE (columns) where an upsert needs it). Every role reads and
+# "creates" schema_version because every shoal process migrates on start: with the schema
+# current that is one CREATE TABLE IF NOT EXISTS schema_version, which needs CREATE on that
+# table (and nothing else); a pending migration fails for a role and must run as the admin.
+# INSERT ... ON DUPLICATE KEY UPDATE needs UPDATE on every column it inserts (MariaDB 10.11).
+SHOAL_JOB_INSERT_COLUMNS='id, session_id, config_id, solver_id, compile_step, eval_step, compile_params, run_params, candidate_key, build_key, state, created_ms, updated_ms'
+shoal_role_db_grants() {
+    local t=$'\t'
+    printf 'SELECT, CREATE%sschema_version\n' "$t"
+    case $1 in
+    scheduler)
+        # sessions/session (open work, backends), config (building), jobs: claim, sweep, counts,
+        # in_flight, apply (SELECT … FOR UPDATE + compare-and-set UPDATE); result rows and
+        # build records written by apply; builds() read before compiling.
+        printf '%s\n' "SELECT${t}session" "SELECT${t}config" "SELECT, UPDATE${t}job" \
+            "INSERT${t}result" "SELECT, INSERT, UPDATE${t}build"
+        ;;
+    compile)
+        # session (backend), put_artifact (INSERT … ON DUPLICATE KEY UPDATE hash = hash, which
+        # reads the column hash: SELECT on it, not on the bytes).
+        printf '%s\n' "SELECT${t}session" "SELECT (hash), INSERT, UPDATE${t}artifact"
+        ;;
+    eval)
+        # session (backend), job (is the attempt still current?), artifact (fetch).
+        printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}artifact"
+        ;;
+    exporter)
+        # session, final_results (job ⋈ config ⋈ solver ⟕ result).
+        printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}config" "SELECT${t}solver" \
+            "SELECT${t}result"
+        ;;
+    cli)
+        # shoal tune --cluster (load: find/create session, upsert configs, tags, solvers,
+        # insert jobs; watch: state_counts; export: final_results), import-configs, session
+        # init, solvers update, applicability update, jobs load, export (artifacts).
+        printf '%s\n' "SELECT, INSERT${t}session" "SELECT, INSERT, UPDATE${t}config" \
+            "SELECT, INSERT, UPDATE${t}config_tag" "SELECT, INSERT, UPDATE${t}solver" \
+            "SELECT, INSERT, UPDATE${t}applicability" \
+            "SELECT, INSERT, UPDATE (${SHOAL_JOB_INSERT_COLUMNS})${t}job" \
+            "SELECT${t}result" "SELECT${t}artifact"
+        ;;
+    *) return 1 ;;
+    esac
+}
+
+# shoal_role_broker_perms ROLE NAMESPACE: "CONFIGURE<TAB>WRITE<TAB>READ" regexes on the vhost.
+# Every connection declares <ns>.events, <ns>.control (topic), <ns>.dlx (direct) and the queue
+# <ns>.dead, and binds <ns>.dead to <ns>.dlx (configure on all four, write on the queue, read on
+# the exchange). Work and results go through the default exchange (write on amq.default), so
+# the broker cannot tell which queue a publisher may fill: that is why messages are signed.
+# A consumer that dead-letters publishes to <ns>.dlx. Declaring a queue that does not exist yet
+# with a dead-letter exchange needs read on the queue and write on <ns>.dlx. A topic subscriber
+# declares a server-named exclusive queue (amq.gen-…), binds it to the topic and consumes it.
+shoal_role_broker_perms() {
+    local n=${2//./\\.} c w r
+    local topo="$n\\.events|$n\\.control|$n\\.dlx|$n\\.dead"
+    local sub='amq\.gen-.*'
+    case $1 in
+    scheduler)
+        c="$topo|$n\\.results|$n\\.compile\\..+|$n\\.eval\\..+|$sub"
+        w="amq\\.default|$n\\.dlx|$n\\.dead|$sub"
+        r="$n\\.results|$n\\.compile\\..+|$n\\.eval\\..+|$n\\.dlx|$n\\.control|$sub"
+        ;;
+    compile)
+        c="$topo|$n\\.results|$n\\.compile\\..+|$sub"
+        w="amq\\.default|$n\\.dlx|$n\\.dead|$sub"
+        r="$n\\.compile\\..+|$n\\.dlx|$n\\.control|$sub"
+        ;;
+    eval)
+        # The GpuMonitor of an eval worker publishes health events and pause/resume controls.
+        c="$topo|$n\\.results|$n\\.eval\\..+|$sub"
+        w="amq\\.default|$n\\.dlx|$n\\.dead|$n\\.events|$n\\.control|$sub"
+        r="$n\\.eval\\..+|$n\\.dlx|$n\\.control|$sub"
+        ;;
+    exporter)
+        c="$topo|$sub"
+        w="$n\\.dead|$sub"
+        r="$n\\.dlx|$n\\.control|$sub"
+        ;;
+    cli)
+        # shoal control …, shoal export --cluster: publish on <ns>.control.
+        c="$topo"
+        w="$n\\.dead|$n\\.control"
+        r="$n\\.dlx"
+        ;;
+    *) return 1 ;;
+    esac
+    printf '^(%s)$\t^(%s)$\t^(%s)$\n' "$c" "$w" "$r"
+}
+
+# role_file ROLE: the env file of ROLE.
+role_file() { printf '%s/%s.env\n' "$(shoal_roles_dir)" "$1"; }
+
+# role_passwords FILE: "BROKER_PASSWORD DB_PASSWORD" kept in a role file, or fails.
+role_passwords() {
+    local line bpw="" dpw=""
+    [ -r "$1" ] || return 1
+    while IFS= read -r line; do
+        if [[ $line =~ ^SHOAL_BROKER=amqp://shoal_[a-z]+:([A-Za-z0-9]+)@ ]]; then bpw=${BASH_REMATCH[1]}; fi
+        if [[ $line =~ ^SHOAL_DB=mysql://shoal_[a-z]+:([A-Za-z0-9]+)@ ]]; then dpw=${BASH_REMATCH[1]}; fi
+    done <"$1"
+    [ -n "$bpw" ] && [ -n "$dpw" ] || return 1
+    printf '%s %s' "$bpw" "$dpw"
+}
+
+# write_role_file ROLE BROKER_PASSWORD DB_PASSWORD: atomically (re)write the role's file, mode 600.
+write_role_file() {
+    local role=$1 bpw=$2 dpw=$3 file dir tmp
+    file=$(role_file "$role")
+    dir=$(dirname "$file")
+    (umask 077 && mkdir -p "$dir")
+    chmod 700 "$dir"
+    tmp=$(umask 077 && mktemp "$dir/.$role.env.XXXXXX")
+    {
+        printf '# Shoal role "%s", written by scripts/services-up: this role'\''s own broker and database\n' "$role"
+        printf '# users, with only the permissions the role needs. Keep private (mode 600).\n'
+        printf 'SHOAL_BROKER=amqp://shoal_%s:%s@127.0.0.1:%s/%%2f\n' "$role" "$bpw" "$SHOAL_AMQP_PORT"
+        printf 'SHOAL_DB=mysql://shoal_%s:%s@127.0.0.1:%s/%s\n' "$role" "$dpw" "$SHOAL_MYSQL_PORT" "$SHOAL_ROLE_DATABASE"
+        printf 'SHOAL_NAMESPACE=%s\n' "$(shoal_role_namespace)"
+        printf 'SHOAL_HMAC_KEY_FILE=%s\n' "$(shoal_hmac_key_file)"
+    } >"$tmp"
+    chmod 600 "$tmp"
+    mv -f "$tmp" "$file"
+}
+
+# file_has_line FILE LINE: FILE has exactly that line.
+file_has_line() { grep -qxF -- "$2" "$1" 2>/dev/null; }
+
+# hmac_key_ok FILE: FILE is ours, mode 600, and holds 64 hex characters.
+hmac_key_ok() {
+    local key
+    credentials_private "$1" || return 1
+    { read -r key <"$1"; } 2>/dev/null || return 1
+    [[ $key =~ ^[0-9a-f]{64}$ ]]
+}
+
+# ensure_hmac_key FILE: create the key once (32 bytes from /dev/urandom, as hex); never replace it.
+ensure_hmac_key() {
+    local file=$1 dir tmp
+    if [ -e "$file" ]; then
+        hmac_key_ok "$file" || die "$file exists but is not a private (mode 600) file of 64 hex characters; fix or remove it"
+        return 0
+    fi
+    dir=$(dirname "$file")
+    (umask 077 && mkdir -p "$dir")
+    tmp=$(umask 077 && mktemp "$dir/.hmac.key.XXXXXX")
+    od -An -tx1 -N32 -v /dev/urandom | tr -d ' \n' >"$tmp"
+    printf '\n' >>"$tmp"
+    chmod 600 "$tmp"
+    hmac_key_ok "$tmp" || die "generating $file failed"
+    mv -n "$tmp" "$file"
+    rm -f "$tmp"
+    say "services-up: created the message-signing key $file"
+}
+
+# privileges_fingerprint: a hash of every role's grants and permissions as this script wants them,
+# so that the fast path notices a change of this file (or of SHOAL_CLUSTER_NET).
+privileges_fingerprint() {
+    local role ns
+    ns=$(shoal_role_namespace)
+    {
+        shoal_db_hosts
+        printf '%s\n' "$ns" "$SHOAL_ROLE_DATABASE"
+        for role in "${SHOAL_ROLES[@]}"; do
+            printf '[%s]\n' "$role"
+            shoal_role_db_grants "$role"
+            shoal_role_broker_perms "$role" "$ns"
+        done
+    } | sha256sum | cut -d' ' -f1
 }

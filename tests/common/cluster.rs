@@ -33,6 +33,26 @@ pub struct Cluster {
     pub mysql_server: String,
     pub dir: PathBuf,
     pub workers: Vec<(String, Child)>,
+    /// The deployment's message-signing key (mode 600), as `scripts/services-up` writes one.
+    pub key_file: PathBuf,
+}
+
+/// Writes a fresh random signing key as hex into `path`, readable by its owner only.
+pub fn write_key_file(path: &Path) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
+        .unwrap();
+    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(hex.as_bytes()))
+        .unwrap();
 }
 
 impl Cluster {
@@ -50,7 +70,10 @@ impl Cluster {
             &database,
         ))
         .expect("creating the test database (is MariaDB up? run scripts/services-up)");
+        let key_file = dir.join("hmac.key");
+        write_key_file(&key_file);
         Cluster {
+            key_file,
             namespace: tag.replace('_', "-"),
             database,
             amqp,
@@ -73,6 +96,7 @@ impl Cluster {
         cmd.env("SHOAL_BROKER", &self.amqp)
             .env("SHOAL_DB", self.db_url())
             .env("SHOAL_NAMESPACE", &self.namespace)
+            .env("SHOAL_HMAC_KEY_FILE", &self.key_file)
     }
 
     /// `shoal worker --role <role> …` as a child process with its own work dir and log file.

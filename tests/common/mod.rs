@@ -30,6 +30,7 @@ pub fn shoal(dir: &Path) -> Command {
         .env_remove("SHOAL_DB")
         .env_remove("SHOAL_BROKER")
         .env_remove("SHOAL_NAMESPACE")
+        .env_remove("SHOAL_HMAC_KEY_FILE")
         .env("RUST_LOG", "warn");
     cmd
 }

@@ -59,8 +59,15 @@ impl SessionBackends {
             .ok_or(ActorError::UnknownSession(session))?;
         let backend = match info.info.backend.as_str() {
             "command" => {
-                let parsed = spec::parse(&info.info.spec, Path::new(&info.info.spec_path))
-                    .map_err(|e| ActorError::Other(format!("session {session}: {e}")))?;
+                // The spec was checked, under the loader's --max-candidates, before the session
+                // was written; the stored text is read back under no lower bound.
+                let limits = spec::Limits {
+                    max_candidates: u64::MAX,
+                    ..spec::Limits::default()
+                };
+                let parsed =
+                    spec::parse_with(&info.info.spec, Path::new(&info.info.spec_path), &limits)
+                        .map_err(|e| ActorError::Other(format!("session {session}: {e}")))?;
                 SessionBackend::Command(Arc::new(parsed))
             }
             "miopen" => SessionBackend::Miopen(Arc::new(MiopenBackend::new(

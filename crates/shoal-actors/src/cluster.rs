@@ -49,6 +49,8 @@ pub struct WorkerOptions {
     pub eval_on_cpu: bool,
     pub monitor_interval: Duration,
     pub scheduler: SchedulerConfig,
+    /// The only directory the exporter role writes into; requests name directories inside it.
+    pub export_dir: PathBuf,
 }
 
 /// A running worker process.
@@ -187,11 +189,12 @@ pub async fn start(
     }
 
     if opts.roles.exporter {
-        let (store, bus, backends, host) = (
+        let (store, bus, backends, host, root) = (
             store.clone(),
             bus.clone(),
             backends.clone(),
             opts.host.clone(),
+            opts.export_dir.clone(),
         );
         let signal = workers_signal.clone();
         crate::supervise::supervise(
@@ -205,6 +208,7 @@ pub async fn start(
                     bus.clone(),
                     backends.clone(),
                     host.clone(),
+                    root.clone(),
                     signal.clone(),
                 )
             },

@@ -92,14 +92,31 @@ async fn compile_loop(
     let work_dir = cfg.work_dir.join(format!("compile-{slot}"));
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", work_dir.display())))?;
-    while let Some((req, delivery)) =
-        crate::next_request(&mut *consumer, &mut stop, &queue, "compile", |m| match m {
+    while let Some((req, delivery)) = crate::next_request(
+        cfg.bus.codec(),
+        &mut *consumer,
+        &mut stop,
+        &queue,
+        "compile",
+        |m| match m {
             Message::Compile(r) => Some(r),
             _ => None,
-        })
-        .await?
+        },
+    )
+    .await?
     {
         tracing::debug!(queue = %queue, slot, build = %req.build_key, "compile request received");
+        // Build only a candidate of the session's registered spec: a request whose parameters
+        // are not one (a forgery, a corrupted message) is refused before anything runs. (A
+        // backend that cannot be loaded now is a failure of the machinery, reported below.)
+        if let Ok(backend) = cfg.backends.get(&*cfg.store, req.session).await {
+            if let Err(e) = backend.check_request(&req.config_params, &req.compile_params, None) {
+                let reason = format!("compile request refused: {e}");
+                tracing::error!(queue = %queue, reason = %reason, "dead-lettering a message");
+                delivery.dead_letter(reason).await?;
+                continue;
+            }
+        }
         let started = ReplyBody::Started {
             session: req.session,
             phase: Phase::Compile,

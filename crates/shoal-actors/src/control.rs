@@ -1,15 +1,17 @@
 //! The control messages one actor of one host receives: a subscription to the control topic
-//! under `<host>.<actor>` and `any.<actor>`, decoded. Undecodable messages are logged and
-//! skipped: an operator's typo never stops an actor.
+//! under `<host>.<actor>` and `any.<actor>`, verified and decoded. A message that is not signed
+//! with the deployment's key, or does not decode, is logged and skipped: neither a stranger
+//! with access to the broker nor an operator's typo can stop or steer an actor.
 
 use shoal_bus::{Bus, Consumer};
 use shoal_model::message::Control;
-use shoal_model::{envelope, Message};
+use shoal_model::Message;
 
 use crate::shutdown::Signal;
 use crate::ActorError;
 
 pub(crate) struct ControlInbox {
+    codec: shoal_model::envelope::Codec,
     mine: Box<dyn Consumer>,
     any: Box<dyn Consumer>,
 }
@@ -19,6 +21,7 @@ impl ControlInbox {
         let topic = bus.namespace().control_topic();
         let key = shoal_model::queue::host_key(host);
         Ok(ControlInbox {
+            codec: bus.codec().clone(),
             mine: bus.subscribe(&topic, &format!("{key}.{actor}")).await?,
             any: bus.subscribe(&topic, &format!("any.{actor}")).await?,
         })
@@ -36,13 +39,13 @@ impl ControlInbox {
                 return Ok(None);
             };
             let delivery = delivery?;
-            let decoded = envelope::decode(&delivery.payload);
+            let decoded = self.codec.decode(&delivery.payload);
             // Topic deliveries need no settling; ack says so explicitly.
             delivery.ack().await?;
             match decoded {
                 Ok(Message::Control(c)) => return Ok(Some(c)),
                 Ok(_) => tracing::warn!("a non-control message on the control topic ignored"),
-                Err(e) => tracing::warn!(error = %e, "undecodable control message ignored"),
+                Err(e) => tracing::warn!(error = %e, "control message refused"),
             }
         }
     }

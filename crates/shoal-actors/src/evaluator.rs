@@ -106,12 +106,18 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
                 _ = stop.triggered() => return Ok(()),
             }
         }
-        let Some((req, delivery)) =
-            crate::next_request(&mut *consumer, &mut stop, &cfg.queue, "eval", |m| match m {
+        let Some((req, delivery)) = crate::next_request(
+            cfg.bus.codec(),
+            &mut *consumer,
+            &mut stop,
+            &cfg.queue,
+            "eval",
+            |m| match m {
                 Message::Eval(r) => Some(r),
                 _ => None,
-            })
-            .await?
+            },
+        )
+        .await?
         else {
             return Ok(());
         };
@@ -135,6 +141,20 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
         if items.is_empty() {
             delivery.ack().await?;
             continue;
+        }
+        // Run only candidates of the session's registered spec (see the Compiler).
+        if let Ok(backend) = cfg.backends.get(&*cfg.store, req.session).await {
+            let refused = items.iter().find_map(|i| {
+                backend
+                    .check_request(&i.config_params, &i.compile_params, Some(&i.run_params))
+                    .err()
+                    .map(|e| format!("eval request refused: job {}: {e}", i.job.job))
+            });
+            if let Some(reason) = refused {
+                tracing::error!(queue = %cfg.queue, reason = %reason, "dead-lettering a message");
+                delivery.dead_letter(reason).await?;
+                continue;
+            }
         }
         let refs: Vec<_> = items.iter().map(|i| i.job).collect();
         let started = ReplyBody::Started {

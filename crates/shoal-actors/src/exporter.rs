@@ -86,23 +86,75 @@ pub async fn export(
     })
 }
 
+/// Where an export request's directory lands: under the exporter's own `root`, never elsewhere.
+/// The request names a relative path of plain components (`nightly/gfx90a`); an absolute path,
+/// `..`, or anything else that could leave `root` is refused with the reason.
+pub fn export_dir_under(root: &std::path::Path, requested: &str) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let rel = std::path::Path::new(requested);
+    if requested.is_empty() || requested.len() > 255 {
+        return Err(format!(
+            "export directory `{}` must be 1 to 255 bytes",
+            requested.escape_debug()
+        ));
+    }
+    if !rel
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "export directory `{}` must be a relative path inside the exporter's export \
+             directory (no `/` at the start, no `..`)",
+            requested.escape_debug()
+        ));
+    }
+    Ok(root.join(rel))
+}
+
 /// The exporter role of a worker: export requests arrive on the control topic with the routing
-/// key `<host>.exporter` or `any.exporter`, and the tables are written on this host.
+/// key `<host>.exporter` or `any.exporter`, and the tables are written on this host, under
+/// `export_root` only (a message names a directory inside it, see [`export_dir_under`]).
 pub async fn serve_requests(
     store: Arc<dyn Store>,
     bus: Arc<dyn shoal_bus::Bus>,
     backends: SessionBackends,
     host: String,
+    export_root: PathBuf,
     mut stop: crate::shutdown::Signal,
 ) -> Result<(), ActorError> {
     let mut inbox = crate::control::ControlInbox::open(&*bus, &host, "exporter").await?;
     while let Some(c) = inbox.next(&mut stop).await? {
         if let shoal_model::message::Control::Export { session, out_dir } = c {
-            match export(&*store, &backends, session, std::path::Path::new(&out_dir)).await {
+            let out_dir = match export_dir_under(&export_root, &out_dir) {
+                Ok(dir) => dir,
+                Err(e) => {
+                    tracing::error!(%session, error = %e, "export request refused");
+                    continue;
+                }
+            };
+            match export(&*store, &backends, session, &out_dir).await {
                 Ok(summary) => tracing::info!(%session, csv = %summary.csv.display(), "exported"),
                 Err(e) => tracing::error!(%session, error = %e, "export failed"),
             }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::export_dir_under;
+    use std::path::Path;
+
+    #[test]
+    fn exports_stay_under_the_export_root() {
+        let root = Path::new("/srv/shoal/exports");
+        assert_eq!(
+            export_dir_under(root, "nightly/gfx90a").unwrap(),
+            root.join("nightly/gfx90a")
+        );
+        for bad in ["/etc", "../x", "a/../../b", "", "/"] {
+            assert!(export_dir_under(root, bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -47,22 +47,22 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Publishes one message, encoded with the wire envelope, and waits for the bus to confirm it.
+/// Publishes one message, signed and encoded with the wire envelope, and waits for the bus to confirm it.
 pub(crate) async fn publish(
     bus: &dyn shoal_bus::Bus,
     queue: &str,
     msg: &shoal_model::Message,
 ) -> Result<(), ActorError> {
-    bus.publish(queue, vec![shoal_model::envelope::encode(msg)])
-        .await?;
+    bus.publish(queue, vec![bus.codec().encode(msg)]).await?;
     Ok(())
 }
 
 /// The next request a worker should act on, or `None` when it should stop (stop signal or bus
-/// closed). Messages that are not requests of the expected kind — undecodable bytes, an unknown
-/// wire version, a message routed to the wrong queue — are dead-lettered with the reason and
-/// skipped: a bad message never stops a consumer.
+/// closed). Messages that are not requests of the expected kind — unsigned or badly signed,
+/// undecodable bytes, an unknown wire version, a message routed to the wrong queue — are
+/// dead-lettered with the reason and skipped: a bad message never stops a consumer.
 pub(crate) async fn next_request<T>(
+    codec: &shoal_model::envelope::Codec,
     consumer: &mut dyn shoal_bus::Consumer,
     stop: &mut shutdown::Signal,
     queue: &str,
@@ -78,10 +78,10 @@ pub(crate) async fn next_request<T>(
             return Ok(None);
         };
         let delivery = delivery?;
-        let reason = match shoal_model::envelope::decode(&delivery.payload).map(&extract) {
+        let reason = match codec.decode(&delivery.payload).map(&extract) {
             Ok(Some(req)) => return Ok(Some((req, delivery))),
             Ok(None) => format!("queue {queue} expects {expect} messages and got another kind"),
-            Err(e) => format!("undecodable message on {queue}: {e}"),
+            Err(e) => format!("refused on {queue}: {e}"),
         };
         tracing::error!(queue = %queue, reason = %reason, "dead-lettering a message");
         delivery.dead_letter(reason).await?;

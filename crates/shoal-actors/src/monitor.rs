@@ -13,7 +13,7 @@ use actix::prelude::*;
 use shoal_bus::Bus;
 use shoal_gpu::{Device, SystemRoot};
 use shoal_model::message::{DeviceHealth, Event};
-use shoal_model::{envelope, Message};
+use shoal_model::Message;
 use tokio::sync::watch;
 
 use crate::shutdown::{DrainGuard, Signal};
@@ -192,7 +192,7 @@ async fn probe_loop(
             bus.publish_topic(
                 &topic,
                 &format!("health.{host}.{}", device.id),
-                envelope::encode(&event),
+                bus.codec().encode(&event),
             )
             .await?;
         }
@@ -230,7 +230,7 @@ mod tests {
                 bus.publish_topic(
                     &bus.namespace().control_topic(),
                     "host1.monitor",
-                    envelope::encode(&Message::Control(c)),
+                    bus.codec().encode(&Message::Control(c)),
                 )
                 .await
                 .unwrap()

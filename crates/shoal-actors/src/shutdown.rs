@@ -5,7 +5,39 @@
 //! guard is held by each running loop, "all loops have stopped" is a fact the code can await
 //! rather than a sleep.
 
+use std::sync::OnceLock;
+
 use tokio::sync::{mpsc, watch};
+
+/// Why a supervised loop gave up, once one has: a fact about the whole process, which can no
+/// longer do its job and must end non-zero (see [`crate::supervise::Backoff`]).
+fn gave_up_cell() -> &'static watch::Sender<Option<String>> {
+    static CELL: OnceLock<watch::Sender<Option<String>>> = OnceLock::new();
+    CELL.get_or_init(|| watch::channel(None).0)
+}
+
+/// Records that a loop gave up, with the reason; the first reason is kept.
+pub fn give_up(reason: String) {
+    gave_up_cell().send_if_modified(|r| {
+        if r.is_none() {
+            *r = Some(reason);
+            true
+        } else {
+            false
+        }
+    });
+}
+
+/// Completes, with the reason, once a supervised loop of this process has given up. The
+/// commands await it beside their work and end the process non-zero.
+pub async fn gave_up() -> String {
+    let mut rx = gave_up_cell().subscribe();
+    let reason = rx
+        .wait_for(Option::is_some)
+        .await
+        .expect("the sender is static and never dropped");
+    reason.clone().unwrap_or_default()
+}
 
 /// Sends the stop signal. Cheap to clone; can be triggered from any thread (a Ctrl-C handler).
 #[derive(Clone, Debug)]

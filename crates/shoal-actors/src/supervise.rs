@@ -16,10 +16,14 @@ use futures_util::FutureExt;
 use crate::shutdown::{DrainGuard, Signal};
 
 /// Backoff between restarts: 100 ms doubling up to 30 s; reset after a loop ran for a minute.
+/// A loop that has failed every run for `give_up_after` is given up: the failure is not going
+/// away by itself (a full disk, a read-only store, credentials revoked), so the process should
+/// end non-zero and say why, for its supervisor (systemd, a person) to act, rather than spin.
 #[derive(Clone, Debug)]
 pub struct Backoff {
     pub initial: Duration,
     pub max: Duration,
+    pub give_up_after: Duration,
 }
 
 impl Default for Backoff {
@@ -27,6 +31,7 @@ impl Default for Backoff {
         Backoff {
             initial: Duration::from_millis(100),
             max: Duration::from_secs(30),
+            give_up_after: Duration::from_secs(120),
         }
     }
 }
@@ -47,26 +52,43 @@ pub fn supervise<F, Fut, E>(
     actix::spawn(async move {
         let _guard = guard;
         let mut delay = backoff.initial;
+        // Since when every run has failed.
+        let mut failing_since: Option<tokio::time::Instant> = None;
         loop {
             let started = tokio::time::Instant::now();
             let outcome = AssertUnwindSafe(make()).catch_unwind().await;
-            match outcome {
+            let failure = match outcome {
                 Ok(Ok(())) => break,
-                Ok(Err(e)) => tracing::error!(actor = %name, error = %e, "loop failed; restarting"),
+                Ok(Err(e)) => {
+                    tracing::error!(actor = %name, error = %e, "loop failed; restarting");
+                    e.to_string()
+                }
                 Err(panic) => {
                     let msg = panic
                         .downcast_ref::<&str>()
                         .map(|s| s.to_string())
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "unknown panic".into());
-                    tracing::error!(actor = %name, panic = %msg, "loop panicked; restarting")
+                    tracing::error!(actor = %name, panic = %msg, "loop panicked; restarting");
+                    format!("panic: {msg}")
                 }
-            }
+            };
             if stop.is_triggered() {
                 break;
             }
             if started.elapsed() > Duration::from_secs(60) {
                 delay = backoff.initial;
+                failing_since = None;
+            }
+            let since = *failing_since.get_or_insert(started);
+            if since.elapsed() >= backoff.give_up_after {
+                let reason = format!(
+                    "{name} has failed for {}s without a successful run; last error: {failure}",
+                    since.elapsed().as_secs()
+                );
+                tracing::error!(actor = %name, "giving up: {reason}");
+                crate::shutdown::give_up(reason);
+                break;
             }
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
@@ -96,6 +118,7 @@ mod tests {
             Backoff {
                 initial: Duration::from_millis(1),
                 max: Duration::from_millis(5),
+                give_up_after: Duration::from_secs(60),
             },
             signal,
             drain.guard(),
@@ -113,5 +136,32 @@ mod tests {
         );
         drain.wait().await;
         assert_eq!(runs.get(), 3);
+    }
+
+    /// A loop that never succeeds is given up after `give_up_after`, and the process learns
+    /// why (it then ends non-zero).
+    #[actix::test]
+    async fn a_loop_that_keeps_failing_is_given_up() {
+        let (_trigger, signal) = channel();
+        let drain = Drain::new();
+        supervise(
+            "disk".into(),
+            Backoff {
+                initial: Duration::from_millis(1),
+                max: Duration::from_millis(5),
+                give_up_after: Duration::from_millis(100),
+            },
+            signal,
+            drain.guard(),
+            || async { Err::<(), _>("database or disk is full".to_string()) },
+        );
+        let reason = tokio::time::timeout(Duration::from_secs(10), crate::shutdown::gave_up())
+            .await
+            .expect("given up within the bound");
+        assert!(
+            reason.contains("disk has failed") && reason.contains("disk is full"),
+            "{reason}"
+        );
+        drain.wait().await;
     }
 }

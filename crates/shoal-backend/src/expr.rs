@@ -17,8 +17,19 @@
 //! short-circuit and treat any non-zero value as true. Arithmetic is checked: an overflow or a
 //! division by zero is an [`EvalError`], which makes a rule false and a FLOP count unknown
 //! rather than producing a wrong number.
+//!
+//! Nesting is limited to [`MAX_DEPTH`] levels, counting both the parser's recursion
+//! (parentheses, unary operators) and the depth of the tree it builds (a chain of `+` is a
+//! left-deep tree): parsing, evaluating, printing and dropping are all recursive, and a spec
+//! is untrusted input, so `((((…1…))))` twenty thousand deep must be a parse error, never a
+//! stack overflow.
 
 use std::fmt;
+
+/// The deepest an expression may nest: parentheses, unary operators and operator chains
+/// together. Real rules nest a handful of levels; this leaves room and keeps every recursive
+/// walk far from the end of even a small (2 MiB) thread stack.
+pub const MAX_DEPTH: usize = 64;
 
 /// A parsed expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,7 +190,12 @@ struct Parser {
     toks: Vec<(usize, Tok)>,
     pos: usize,
     end: usize,
+    /// Parentheses and unary operators open now: the parser's own recursion.
+    nesting: usize,
 }
+
+/// A parsed subtree and its depth (a leaf is 1).
+type Node = (Expr, usize);
 
 impl Parser {
     fn peek(&self) -> Option<&Tok> {
@@ -197,53 +213,80 @@ impl Parser {
         }
     }
 
+    fn too_deep(&self) -> ExprError {
+        self.error(format!(
+            "the expression nests deeper than {MAX_DEPTH} levels (the limit); simplify it"
+        ))
+    }
+
+    /// A new node over children of depth `below`, unless that passes the limit.
+    fn node(&self, expr: Expr, below: usize) -> Result<Node, ExprError> {
+        if below >= MAX_DEPTH {
+            return Err(self.too_deep());
+        }
+        Ok((expr, below + 1))
+    }
+
+    /// Enters a parenthesis or a unary operator: one more level of the parser's recursion.
+    fn enter(&mut self) -> Result<(), ExprError> {
+        if self.nesting >= MAX_DEPTH {
+            return Err(self.too_deep());
+        }
+        self.nesting += 1;
+        Ok(())
+    }
+
     /// Precedence climbing: parses operators that bind at least as tightly as `min`.
-    fn binary(&mut self, min: u8) -> Result<Expr, ExprError> {
-        let mut lhs = self.unary()?;
+    fn binary(&mut self, min: u8) -> Result<Node, ExprError> {
+        let (mut lhs, mut depth) = self.unary()?;
         while let Some(Tok::Op(op)) = self.peek() {
             let op = *op;
             if op.precedence() < min {
                 break;
             }
             self.pos += 1;
-            let rhs = self.binary(op.precedence() + 1)?;
-            lhs = Expr::Binary(op, Box::new(lhs), Box::new(rhs));
+            let (rhs, rhs_depth) = self.binary(op.precedence() + 1)?;
+            (lhs, depth) = self.node(
+                Expr::Binary(op, Box::new(lhs), Box::new(rhs)),
+                depth.max(rhs_depth),
+            )?;
         }
-        Ok(lhs)
+        Ok((lhs, depth))
     }
 
-    fn unary(&mut self) -> Result<Expr, ExprError> {
-        match self.peek() {
-            Some(Tok::Op(BinOp::Sub)) => {
-                self.pos += 1;
-                Ok(Expr::Unary(UnOp::Neg, Box::new(self.unary()?)))
-            }
-            Some(Tok::Not) => {
-                self.pos += 1;
-                Ok(Expr::Unary(UnOp::Not, Box::new(self.unary()?)))
-            }
-            _ => self.primary(),
-        }
+    fn unary(&mut self) -> Result<Node, ExprError> {
+        let op = match self.peek() {
+            Some(Tok::Op(BinOp::Sub)) => UnOp::Neg,
+            Some(Tok::Not) => UnOp::Not,
+            _ => return self.primary(),
+        };
+        self.enter()?;
+        self.pos += 1;
+        let (inner, depth) = self.unary()?;
+        self.nesting -= 1;
+        self.node(Expr::Unary(op, Box::new(inner)), depth)
     }
 
-    fn primary(&mut self) -> Result<Expr, ExprError> {
+    fn primary(&mut self) -> Result<Node, ExprError> {
         let tok = self.peek().cloned();
         match tok {
             Some(Tok::Num(n)) => {
                 self.pos += 1;
-                Ok(Expr::Num(n))
+                Ok((Expr::Num(n), 1))
             }
             Some(Tok::Ident(name)) => {
                 self.pos += 1;
-                Ok(Expr::Var(name))
+                Ok((Expr::Var(name), 1))
             }
             Some(Tok::LParen) => {
+                self.enter()?;
                 self.pos += 1;
                 let inner = self.binary(0)?;
                 if self.peek() != Some(&Tok::RParen) {
                     return Err(self.error("expected `)`"));
                 }
                 self.pos += 1;
+                self.nesting -= 1;
                 Ok(inner)
             }
             Some(Tok::RParen) => Err(self.error("unexpected `)`")),
@@ -271,8 +314,9 @@ impl Expr {
             toks,
             pos: 0,
             end: text.len(),
+            nesting: 0,
         };
-        let e = p.binary(0)?;
+        let (e, _depth) = p.binary(0)?;
         if p.pos < p.toks.len() {
             return Err(p.error("expected an operator or the end of the expression"));
         }
@@ -431,6 +475,39 @@ mod tests {
         assert!(Expr::parse("99999999999999999999").is_err());
         assert!(Expr::parse(")").is_err());
         assert!(Expr::parse("* 2").is_err());
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        const N: usize = 20_000;
+        let parens = format!("{}1{}", "(".repeat(N), ")".repeat(N));
+        let negs = format!("{}1", "-".repeat(N));
+        let nots = format!("{}1", "!(".repeat(N)) + &")".repeat(N);
+        let chain = vec!["1"; N].join(" + ");
+        let right = format!("{}1{}", "1 + (".repeat(N), ")".repeat(N));
+        for text in [&parens, &negs, &nots, &chain, &right] {
+            let e = Expr::parse(text).unwrap_err();
+            assert!(
+                e.message
+                    .contains(&format!("deeper than {MAX_DEPTH} levels")),
+                "{}",
+                e.message
+            );
+            // The error points at where the limit was passed, not at the end.
+            assert!(e.offset < 2_000, "offset {}", e.offset);
+        }
+    }
+
+    #[test]
+    fn nesting_up_to_the_limit_parses_and_evaluates() {
+        let parens = format!("{}7{}", "(".repeat(MAX_DEPTH), ")".repeat(MAX_DEPTH));
+        assert_eq!(eval(&parens, &[]), Ok(7));
+        let negs = format!("{}7", "-".repeat(MAX_DEPTH - 1));
+        assert_eq!(eval(&negs, &[]), Ok(-7));
+        let chain = vec!["1"; MAX_DEPTH].join(" + ");
+        assert_eq!(eval(&chain, &[]), Ok(MAX_DEPTH as i64));
+        let over = vec!["1"; MAX_DEPTH + 1].join(" + ");
+        assert!(Expr::parse(&over).is_err());
     }
 
     #[test]

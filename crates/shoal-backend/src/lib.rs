@@ -9,6 +9,7 @@
 //! - [`process`] — how every child process is contained: own process group, timeout, group kill
 //!   on timeout, on exit and on drop, bounded output, no core dumps. One-shot children go
 //!   through [`process::run`]; the long-lived runner of [`library`] uses the same pieces.
+//! - [`child_env`] — what no child may inherit: the worker's connection strings and keys.
 //! - [`expr`] — the integer expression language of constraint rules and FLOP counts.
 //! - [`spec`] — the tuning spec of the command backend (TOML): parsing, validation with
 //!   file:line:field errors, candidate enumeration, build identity.
@@ -20,6 +21,7 @@
 //! - [`miopen`] — the MIOpen backend: MIOpen's `fin`, run per (config, solver).
 //! - [`session`] — [`SessionBackend`], what the actors call whatever the backend is.
 
+pub mod child_env;
 pub mod command;
 pub mod expr;
 pub mod library;

@@ -14,6 +14,8 @@
 //! - every live group is registered, so that [`kill_all`] (a second Ctrl-C) can kill them all;
 //! - stdout and stderr are **drained concurrently** (a child blocked on a full pipe would look
 //!   like a hang) and only their last `output_limit` bytes are kept;
+//! - the child's environment is the parent's **without its secrets** ([`crate::child_env`]:
+//!   the store's and broker's URLs, the signing key file);
 //! - stdin is `/dev/null`, core dumps are disabled (`RLIMIT_CORE = 0`: a crashing candidate
 //!   must not write gigabytes into the work directory), and the child can be pinned to one CPU.
 //!
@@ -41,7 +43,7 @@ pub struct ChildSpec {
     pub argv: Vec<String>,
     /// Working directory of the child.
     pub cwd: PathBuf,
-    /// Variables added to the inherited environment.
+    /// Variables added to the inherited environment (secrets are removed all the same).
     pub env: Vec<(String, String)>,
     /// Wall-clock limit; the whole process group is killed when it passes.
     pub timeout: Duration,
@@ -290,6 +292,7 @@ pub async fn run(spec: &ChildSpec) -> io::Result<ChildOutput> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    crate::child_env::scrub(&mut cmd);
     limit_child(&mut cmd, spec.cpu)?;
 
     let started = Instant::now();

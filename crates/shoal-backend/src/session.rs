@@ -68,6 +68,41 @@ pub const NOOP_BUILD: &str = "noop_build";
 pub const NOOP_RUN: &str = "noop_run";
 
 impl SessionBackend {
+    /// Checks a request from a bus message before anything is built or run from it: the
+    /// parameters must be ones this session's backend could have produced, so that a forged or
+    /// corrupted message cannot put its own text into a command line. For the command backend
+    /// (`config_params` a shape, `run_params` absent for a build) that is exactly a candidate of
+    /// the spec ([`TuningSpec::check_candidate`]); for MIOpen, names that are identifiers,
+    /// values of the characters a driver flag or perf config has, a configuration that parses
+    /// and a solver named. The error names the parameter and the value at fault.
+    pub fn check_request(
+        &self,
+        config_params: &Params,
+        compile_params: &Params,
+        run_params: Option<&Params>,
+    ) -> Result<(), String> {
+        match self {
+            SessionBackend::Command(spec) => {
+                spec.check_candidate(config_params, compile_params, run_params)
+            }
+            SessionBackend::Miopen(_) => {
+                let none = Params::new();
+                for (kind, params) in [
+                    ("config", config_params),
+                    ("compile", compile_params),
+                    ("run", run_params.unwrap_or(&none)),
+                ] {
+                    check_miopen_params(kind, params)?;
+                }
+                shoal_miopen::ConvConfig::from_params(config_params)
+                    .map_err(|e| format!("config parameters: {e}"))?;
+                crate::miopen::solver_of(compile_params)?;
+                Ok(())
+            }
+            SessionBackend::Noop => Ok(()),
+        }
+    }
+
     /// The build key of a compile-time parameter set for a problem. Jobs with equal keys share
     /// one build; a worker recomputes it to check that its spec or sources match the loader's.
     pub fn build_key(&self, config: &Params, compile: &Params) -> Result<String, String> {
@@ -176,6 +211,43 @@ impl SessionBackend {
     }
 }
 
+/// Checks MIOpen parameters character by character: a name is an identifier and a value has
+/// only letters, digits and `_ . - + : , < >` (enough for a driver flag, a layout, a data type,
+/// a solver such as `ConvOclBwdWrW2<8>`, or a perf config's comma-separated values), so no
+/// quote, space, newline, `$`, `;`, backtick or parenthesis gets through to fin's input. (fin
+/// reads its input from a JSON file, never a shell.)
+fn check_miopen_params(kind: &str, params: &Params) -> Result<(), String> {
+    let name_ok = |n: &str| {
+        let mut c = n.chars();
+        c.next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let value_ok = |v: &str| {
+        !v.is_empty()
+            && v.chars().all(|c| {
+                c.is_ascii_alphanumeric()
+                    || matches!(c, '_' | '.' | '-' | '+' | ':' | ',' | '<' | '>')
+            })
+    };
+    for (name, value) in params.iter() {
+        if !name_ok(name) {
+            return Err(format!(
+                "{kind} parameter name {} is not an identifier",
+                crate::spec::shown(name)
+            ));
+        }
+        if !value_ok(value) {
+            return Err(format!(
+                "{kind} parameter {name}={} has a character a MIOpen parameter cannot have \
+                 (allowed: letters, digits, `_ . - + : , < >`)",
+                crate::spec::shown(value)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The no-op backend's build key: the compile parameters themselves, so jobs that share them
 /// share one (empty) build.
 pub fn noop_build_key(compile: &Params) -> String {
@@ -191,7 +263,7 @@ pub fn default_fin_path() -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::device_env;
+    use super::*;
 
     #[test]
     fn only_the_chosen_gpu_is_visible_numbered_in_pci_order() {
@@ -201,5 +273,95 @@ mod tests {
         assert_eq!(get("CUDA_VISIBLE_DEVICES"), Some("3"));
         assert_eq!(get("HIP_VISIBLE_DEVICES"), Some("3"));
         assert_eq!(get("CUDA_DEVICE_ORDER"), Some("PCI_BUS_ID"));
+    }
+
+    fn params(pairs: &[(&str, &str)]) -> Params {
+        let mut p = Params::new();
+        for (n, v) in pairs {
+            p.push(*n, *v);
+        }
+        p
+    }
+
+    fn command_backend() -> SessionBackend {
+        let text = r#"name = "t"
+rules = ["BM * BN <= 2048"]
+[build]
+command = "cc -DBM={BM} -DBN={BN} -o {out} x.c"
+[run]
+command = "{artifact} {M} {SPLIT}"
+[params.compile]
+BM = [16, 32, 64]
+BN = [16, 64]
+[params.run]
+SPLIT = [1, 2]
+[[shapes]]
+M = 128
+"#;
+        let spec = crate::spec::parse(text, Path::new("/nonexistent/spec.toml")).unwrap();
+        SessionBackend::Command(Arc::new(spec))
+    }
+
+    #[test]
+    fn command_requests_must_be_candidates_of_the_spec() {
+        let b = command_backend();
+        let shape = params(&[("M", "128")]);
+        let run = params(&[("SPLIT", "2")]);
+        let good = params(&[("BM", "32"), ("BN", "64")]);
+        b.check_request(&shape, &good, None).unwrap();
+        b.check_request(&shape, &good, Some(&run)).unwrap();
+        let injected = params(&[("BM", "(system(\"id\")*0)"), ("BN", "16")]);
+        let e = b.check_request(&shape, &injected, None).unwrap_err();
+        assert!(e.contains("BM=") && e.contains("(system("), "{e}");
+        let outside = params(&[("BM", "128"), ("BN", "16")]);
+        let e = b.check_request(&shape, &outside, Some(&run)).unwrap_err();
+        assert!(e.contains("BM=\"128\""), "{e}");
+        let excluded = params(&[("BM", "64"), ("BN", "64")]);
+        let e = b.check_request(&shape, &excluded, Some(&run)).unwrap_err();
+        assert!(e.contains("rules exclude"), "{e}");
+        let e = b
+            .check_request(&params(&[("M", "129")]), &good, Some(&run))
+            .unwrap_err();
+        assert!(e.contains("M=129"), "{e}");
+    }
+
+    #[test]
+    fn miopen_requests_carry_no_metacharacters() {
+        let b = SessionBackend::Miopen(Arc::new(crate::miopen::MiopenBackend::new(
+            PathBuf::from("/nonexistent/fin"),
+            "gfx90a",
+            110,
+        )));
+        let line = "./bin/MIOpenDriver conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 \
+                    -u 1 -v 1 -l 1 -j 1 -F 1 -t 1";
+        let shoal_miopen::driver::LineKind::Conv { mut configs, .. } =
+            shoal_miopen::driver::parse_line(line).unwrap()
+        else {
+            panic!("not a convolution line");
+        };
+        let conv = configs.remove(0);
+        let config = conv.to_params();
+        let solver = params(&[("solver", "ConvBinWinograd3x3U")]);
+        b.check_request(&config, &solver, None).unwrap();
+        for bad in [
+            "(system(\"id\")*0)",
+            "a;b",
+            "$(id)",
+            "a b",
+            "x\ny",
+            "`id`",
+            "'q'",
+        ] {
+            let e = b
+                .check_request(&config, &params(&[("solver", bad)]), None)
+                .unwrap_err();
+            assert!(e.contains("compile parameter solver="), "{bad}: {e}");
+        }
+        let mut tampered = config.clone();
+        tampered.0[0].1 = "conv;rm".into();
+        let e = b.check_request(&tampered, &solver, None).unwrap_err();
+        assert!(e.contains("config parameter cmd="), "{e}");
+        let e = b.check_request(&config, &Params::new(), None).unwrap_err();
+        assert!(e.contains("solver"), "{e}");
     }
 }

@@ -12,7 +12,9 @@
 //! - Topics are at-most-once broadcasts: a subscriber sees what is published while it listens.
 //!
 //! **Architecture invariant:** the bus moves bytes. It does not decode messages; the envelope
-//! codec lives in `shoal_model::envelope`.
+//! codec lives in `shoal_model::envelope`. A bus carries its deployment's [`Codec`] (the
+//! signing key) beside its [`Namespace`], so every actor that can reach the bus signs and
+//! verifies with the same key, and none can publish around it by accident.
 
 pub mod amqp;
 pub mod conformance;
@@ -23,6 +25,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use async_trait::async_trait;
+use shoal_model::envelope::Codec;
 use shoal_model::queue::Namespace;
 
 pub use amqp::{RabbitBus, RabbitOptions, TlsOptions};
@@ -221,6 +224,10 @@ pub trait Consumer: Send {
 pub trait Bus: Send + Sync + 'static {
     fn namespace(&self) -> &Namespace;
 
+    /// The deployment's codec: every message published is signed with it, and every message
+    /// consumed is verified with it before it is decoded.
+    fn codec(&self) -> &Codec;
+
     /// Declares a queue (idempotent). Names come from [`Namespace`]. The namespace's dead-letter
     /// queue always exists; declaring it changes nothing.
     async fn declare_queue(&self, name: &str, options: &QueueOptions) -> Result<()>;
@@ -243,6 +250,14 @@ pub trait Bus: Send + Sync + 'static {
 
     /// Closes the bus: consumers end, unsettled deliveries go back to their queues.
     async fn close(&self) -> Result<()>;
+}
+
+/// A codec with a fresh random key: for a bus whose every publisher and consumer live in this
+/// process (the embedded mode, tests), where no key needs to be shared.
+pub fn random_codec() -> Codec {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).expect("the operating system's random source is available");
+    Codec::new(&key).expect("32 bytes is a valid key")
 }
 
 /// Whether an AMQP topic pattern matches a routing key (`*` = one word, `#` = zero or more).

@@ -52,6 +52,7 @@ const WAKE_ALL_ABOVE: usize = 4;
 /// The in-process bus. Cheap to share: every handle it gives out holds what it needs.
 pub struct MemoryBus {
     ns: Namespace,
+    codec: shoal_model::envelope::Codec,
     life: Arc<Life>,
     queues: RwLock<HashMap<String, Arc<Queue>>>,
     dead: Arc<Queue>,
@@ -158,8 +159,14 @@ impl Queue {
 }
 
 impl MemoryBus {
-    /// A bus with no queues but the namespace's dead-letter queue.
+    /// A bus with no queues but the namespace's dead-letter queue, signing with a random key
+    /// (every user of an in-process bus is in this process).
     pub fn new(ns: Namespace) -> Arc<MemoryBus> {
+        MemoryBus::with_codec(ns, crate::random_codec())
+    }
+
+    /// As [`MemoryBus::new`], signing with `codec`.
+    pub fn with_codec(ns: Namespace, codec: shoal_model::envelope::Codec) -> Arc<MemoryBus> {
         let life = Arc::new(Life {
             closed: AtomicBool::new(false),
             closing: Notify::new(),
@@ -176,6 +183,7 @@ impl MemoryBus {
         let queues = HashMap::from([(dead.name.clone(), dead.clone())]);
         Arc::new(MemoryBus {
             ns,
+            codec,
             life,
             queues: RwLock::new(queues),
             dead,
@@ -205,6 +213,10 @@ impl MemoryBus {
 impl Bus for MemoryBus {
     fn namespace(&self) -> &Namespace {
         &self.ns
+    }
+
+    fn codec(&self) -> &shoal_model::envelope::Codec {
+        &self.codec
     }
 
     async fn declare_queue(&self, name: &str, options: &QueueOptions) -> Result<()> {

@@ -227,6 +227,21 @@ struct BenchCluster {
     _work: tempfile::TempDir,
 }
 
+/// A fresh random signing key, hex, mode 600: the benchmark's cluster is its own deployment.
+fn write_key_file(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut key = [0u8; 32];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut key)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(hex::encode(key).as_bytes())?;
+    Ok(())
+}
+
 impl BenchCluster {
     async fn start(args: &DispatchArgs) -> anyhow::Result<BenchCluster> {
         let var = |k: &str| {
@@ -240,9 +255,11 @@ impl BenchCluster {
         let database = format!("shoal_{tag}");
         shoal_store::mysql::MysqlStore::create_database(&server, &database).await?;
         let db_url = format!("{}/{database}", server.trim_end_matches('/'));
-        let store = crate::connect::open_store_url(&db_url).await?;
+        let store = crate::connect::open_store_url("SHOAL_TEST_MYSQL", &db_url).await?;
         store.migrate().await?;
         let work = tempfile::tempdir()?;
+        let key_file = work.path().join("hmac.key");
+        write_key_file(&key_file)?;
         let exe = std::env::current_exe()?;
         let arch = std::env::consts::ARCH.to_string();
         let batch = args.eval_batch.to_string();
@@ -270,6 +287,7 @@ impl BenchCluster {
                 .env("SHOAL_DB", &db_url)
                 .env("SHOAL_BROKER", &amqp)
                 .env("SHOAL_NAMESPACE", &tag)
+                .env("SHOAL_HMAC_KEY_FILE", &key_file)
                 .env("RUST_LOG", "warn")
                 .stdout(std::process::Stdio::null())
                 .spawn()?;

@@ -49,6 +49,10 @@ pub enum Command {
         /// scripts that compare other ways of tuning on exactly the same space.
         #[arg(long)]
         list_builds: bool,
+        /// Refuse a spec that would produce more candidates than this (compile sets × run
+        /// sets × shapes, before the rules).
+        #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES)]
+        max_candidates: u64,
     },
     /// Database maintenance.
     Db {
@@ -69,7 +73,8 @@ pub enum Command {
         /// Session id.
         #[arg(long)]
         session: i64,
-        /// Output directory.
+        /// Output directory. With --cluster: a relative directory inside the exporter's
+        /// `--export-dir` on its host.
         #[arg(short = 'o', long)]
         out: PathBuf,
         /// MIOpen: write the find db `<base>.HIP.fdb.txt`.
@@ -214,20 +219,36 @@ pub struct TuneArgs {
     /// Cluster mode: their unit count (default: this host's cores).
     #[arg(long, requires = "cluster")]
     pub num_cu: Option<u32>,
+    /// Refuse a spec that would produce more candidates than this (compile sets × run sets ×
+    /// shapes, before the rules).
+    #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES)]
+    pub max_candidates: u64,
+}
+
+/// The spec limits of a command, with `--max-candidates` applied.
+pub fn spec_limits(max_candidates: u64) -> shoal_backend::spec::Limits {
+    shoal_backend::spec::Limits {
+        max_candidates,
+        ..Default::default()
+    }
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let db = cli.db;
     match cli.command {
         Command::Tune(args) => crate::tune::run(args, &db).await,
-        Command::Check { spec, list_builds } => check(&spec, list_builds),
+        Command::Check {
+            spec,
+            list_builds,
+            max_candidates,
+        } => check(&spec, list_builds, max_candidates),
         Command::Db {
             command: DbCommand::Migrate,
         } => {
             // The cluster's database when one is configured, else the --db file.
             let settings = crate::connect::Settings::load(None)?;
             let store = match &settings.db {
-                Some(url) => crate::connect::open_store_url(url).await?,
+                Some(url) => crate::connect::open_store_url(&settings.db_from, url).await?,
                 None => open_store(&db).await?,
             };
             let v = store.migrate().await?;
@@ -247,7 +268,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .broker
                 .clone()
                 .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
-            let bus = crate::connect::open_bus_url(&url, settings.namespace()?).await?;
+            if let Err(e) =
+                shoal_actors::exporter::export_dir_under(Path::new("."), &out.to_string_lossy())
+            {
+                anyhow::bail!("-o: {e}");
+            }
+            let bus =
+                crate::connect::open_bus_url(&settings.broker_from, &url, settings.namespace()?)
+                    .await?;
             let msg = shoal_model::Message::Control(shoal_model::message::Control::Export {
                 session: SessionId(session),
                 out_dir: out.display().to_string(),
@@ -255,12 +283,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             bus.publish_topic(
                 &bus.namespace().control_topic(),
                 "any.exporter",
-                shoal_model::envelope::encode(&msg),
+                bus.codec().encode(&msg),
             )
             .await?;
             bus.close().await?;
             println!(
-                "export of session {session} requested; the exporter writes into {} on its host",
+                "export of session {session} requested; the exporter writes into <its --export-dir>/{} on its host",
                 out.display()
             );
             Ok(ExitCode::SUCCESS)
@@ -352,7 +380,8 @@ async fn control(cmd: ControlCommand) -> anyhow::Result<ExitCode> {
         .broker
         .clone()
         .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
-    let bus = crate::connect::open_bus_url(&url, settings.namespace()?).await?;
+    let bus =
+        crate::connect::open_bus_url(&settings.broker_from, &url, settings.namespace()?).await?;
     let key = if host == "any" {
         host.clone()
     } else {
@@ -361,7 +390,7 @@ async fn control(cmd: ControlCommand) -> anyhow::Result<ExitCode> {
     bus.publish_topic(
         &bus.namespace().control_topic(),
         &format!("{key}.{actor}"),
-        shoal_model::envelope::encode(&shoal_model::Message::Control(msg)),
+        bus.codec().encode(&shoal_model::Message::Control(msg)),
     )
     .await?;
     bus.close().await?;
@@ -383,8 +412,8 @@ pub async fn open_migrated(path: &Path) -> anyhow::Result<Arc<dyn Store>> {
     Ok(store)
 }
 
-fn check(spec_path: &Path, list_builds: bool) -> anyhow::Result<ExitCode> {
-    let spec = shoal_backend::spec::load(spec_path)?;
+fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Result<ExitCode> {
+    let spec = shoal_backend::spec::load_with(spec_path, &spec_limits(max_candidates))?;
     for w in &spec.warnings {
         eprintln!("warning: {w}");
     }

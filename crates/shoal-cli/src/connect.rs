@@ -3,8 +3,13 @@
 //! Settings come from, in order: the environment (`SHOAL_BROKER`, `SHOAL_DB`, `SHOAL_NAMESPACE`),
 //! then a config file (`--config`, else `$SHOAL_CONFIG`, else `/etc/shoal/shoal.toml` when it
 //! exists). URLs carry credentials, so they never come from argv, and they are shown only with the
-//! password removed ([`redact`]).
+//! password removed ([`redact`]); a value that is not a URL of a known scheme is never shown at
+//! all, only the scheme and where the value came from ([`store_url`], [`check_broker_url`]).
+//! The message signing key is read from the file `SHOAL_HMAC_KEY_FILE` names, never from argv
+//! or the environment itself ([`signing_key_from_env`]).
 
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -31,6 +36,11 @@ pub struct Settings {
     pub db: Option<String>,
     pub namespace: String,
     pub fin: Option<PathBuf>,
+    /// Where `db` came from (`SHOAL_DB`, the config file's `db`, `--db-url`), for messages
+    /// that must name the setting without showing its value.
+    pub db_from: String,
+    /// Where `broker` came from, likewise.
+    pub broker_from: String,
 }
 
 impl Settings {
@@ -52,14 +62,32 @@ impl Settings {
             None => ConfigFile::default(),
         };
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        Ok(Settings {
+        let in_file = |key: &str| match &path {
+            Some(p) => format!("`{key}` in {}", p.display()),
+            None => format!("`{key}`"),
+        };
+        let from = |var: &str, key: &str| match env(var) {
+            Some(_) => var.to_string(),
+            None => in_file(key),
+        };
+        let settings = Settings {
             broker: env("SHOAL_BROKER").or(file.broker),
             db: env("SHOAL_DB").or(file.db),
             namespace: env("SHOAL_NAMESPACE")
                 .or(file.namespace)
                 .unwrap_or_else(|| "shoal".into()),
             fin: env("SHOAL_FIN").map(PathBuf::from).or(file.fin),
-        })
+            db_from: from("SHOAL_DB", "db"),
+            broker_from: from("SHOAL_BROKER", "broker"),
+        };
+        // A mistyped scheme is refused here, before anything takes the value for a file name.
+        if let Some(db) = &settings.db {
+            store_url(&settings.db_from, db)?;
+        }
+        if let Some(broker) = &settings.broker {
+            check_broker_url(&settings.broker_from, broker)?;
+        }
+        Ok(settings)
     }
 
     pub fn namespace(&self) -> anyhow::Result<Namespace> {
@@ -108,44 +136,213 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// Opens the store named by a URL: `mysql://…` (the cluster) or `sqlite:PATH` / a file path.
-pub async fn open_store_url(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    let store: Arc<dyn Store> = if url.starts_with("mysql://") {
-        Arc::new(
+/// The store a setting names.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// `mysql://…`: MySQL or MariaDB, the cluster's store.
+    Mysql,
+    /// A SQLite file: `sqlite:PATH`, `sqlite://PATH` or a bare path (embedded commands only).
+    Sqlite(PathBuf),
+}
+
+/// The scheme of `value` when it has the form `scheme://…`. What precedes `://` is shown only
+/// if it is a scheme by RFC 3986's grammar, so that no other part of the value (a password
+/// before a stray `://`) ever reaches a message.
+fn scheme_of<'a>(what: &str, value: &'a str) -> anyhow::Result<Option<&'a str>> {
+    let Some((scheme, _)) = value.split_once("://") else {
+        return Ok(None);
+    };
+    let mut chars = scheme.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !valid {
+        bail!(
+            "{what}: the value has `://` but no valid scheme before it (not shown: it may hold a password)"
+        );
+    }
+    Ok(Some(scheme))
+}
+
+/// What the store setting `what` (`SHOAL_DB`, `--db-url`, a config key) names. An unknown
+/// scheme is an error naming the scheme and the setting, never the value.
+pub fn store_url(what: &str, value: &str) -> anyhow::Result<StoreUrl> {
+    match scheme_of(what, value)? {
+        Some("mysql") => Ok(StoreUrl::Mysql),
+        Some("sqlite") => Ok(StoreUrl::Sqlite(PathBuf::from(&value["sqlite://".len()..]))),
+        Some(other) => bail!(
+            "{what}: unknown scheme `{other}://`; the store is `mysql://user@host:3306/database` \
+             (MySQL/MariaDB) or, for embedded commands, a SQLite file path"
+        ),
+        None => Ok(StoreUrl::Sqlite(PathBuf::from(
+            value.strip_prefix("sqlite:").unwrap_or(value),
+        ))),
+    }
+}
+
+/// Refuses a store that a cluster cannot share: anything but MySQL/MariaDB.
+pub fn require_cluster_store(what: &str, value: &str) -> anyhow::Result<()> {
+    match store_url(what, value)? {
+        StoreUrl::Mysql => Ok(()),
+        StoreUrl::Sqlite(_) => bail!(
+            "{what}: names a SQLite file, but the cluster needs MySQL/MariaDB \
+             (`mysql://user@host:3306/database`): workers on several hosts share one store, and \
+             SQLite is a file on one host with one writer. Use `shoal tune` without --cluster \
+             for a SQLite store"
+        ),
+    }
+}
+
+/// Checks that the broker setting `what` is an `amqp://` or `amqps://` URL, naming the scheme
+/// and the setting (never the value) when it is not.
+pub fn check_broker_url(what: &str, value: &str) -> anyhow::Result<()> {
+    match scheme_of(what, value)? {
+        Some("amqp" | "amqps") => Ok(()),
+        Some(other) => bail!(
+            "{what}: unknown scheme `{other}://`; the broker is `amqp://` or `amqps://` (RabbitMQ)"
+        ),
+        None => bail!(
+            "{what}: not a URL; the broker is `amqp://user@host:5672/%2f` or `amqps://…` (RabbitMQ)"
+        ),
+    }
+}
+
+/// Opens the store that the setting `what` names: `mysql://…` (the cluster) or a SQLite file.
+pub async fn open_store_url(what: &str, url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    let store: Arc<dyn Store> = match store_url(what, url)? {
+        StoreUrl::Mysql => Arc::new(
             shoal_store::mysql::MysqlStore::connect(url)
                 .await
                 .with_context(|| format!("connecting to {}", redact(url)))?,
-        )
-    } else {
-        let path = url.strip_prefix("sqlite:").unwrap_or(url);
-        Arc::new(SqliteStore::open(Path::new(path)).with_context(|| format!("opening {path}"))?)
+        ),
+        StoreUrl::Sqlite(path) => Arc::new(
+            SqliteStore::open(&path).with_context(|| format!("opening {}", path.display()))?,
+        ),
     };
     Ok(store)
 }
 
-/// The cluster store from the settings, migrated.
+/// The cluster store from the settings (MySQL/MariaDB only), migrated.
 pub async fn store_from_env() -> anyhow::Result<Arc<dyn Store>> {
     let settings = Settings::load(None)?;
     let Some(url) = settings.db else {
         bail!("no database: set SHOAL_DB (e.g. mysql://shoal:…@db-host:3306/shoal) or `db` in the config file");
     };
-    let store = open_store_url(&url).await?;
+    require_cluster_store(&settings.db_from, &url)?;
+    let store = open_store_url(&settings.db_from, &url).await?;
     store.migrate().await?;
     Ok(store)
 }
 
-/// The bus named by a URL: `amqp://` or `amqps://` (RabbitMQ).
-pub async fn open_bus_url(url: &str, ns: Namespace) -> anyhow::Result<Arc<dyn Bus>> {
-    if !(url.starts_with("amqp://") || url.starts_with("amqps://")) {
-        bail!(
-            "the broker URL must start with amqp:// or amqps:// (got {})",
-            redact(url)
-        );
-    }
-    let bus = shoal_bus::amqp::RabbitBus::connect(url, ns)
+/// The deployment's message codec, from the key file named by `SHOAL_HMAC_KEY_FILE`. Every
+/// process of a cluster needs the same key: messages it cannot verify are dead-lettered.
+pub fn cluster_codec() -> anyhow::Result<shoal_model::envelope::Codec> {
+    let key = signing_key_from_env()?.with_context(|| {
+        format!(
+            "{HMAC_KEY_FILE_VAR} is not set: cluster messages are signed with the deployment's \
+             key (scripts/services-up writes one; see deploy/README.md)"
+        )
+    })?;
+    shoal_model::envelope::Codec::new(&key).context(HMAC_KEY_FILE_VAR)
+}
+
+/// The bus named by the broker setting `what`: `amqp://` or `amqps://` (RabbitMQ), signing with
+/// the deployment's key ([`cluster_codec`]).
+pub async fn open_bus_url(what: &str, url: &str, ns: Namespace) -> anyhow::Result<Arc<dyn Bus>> {
+    check_broker_url(what, url)?;
+    let options = shoal_bus::RabbitOptions {
+        codec: cluster_codec()?,
+        ..Default::default()
+    };
+    let bus = shoal_bus::amqp::RabbitBus::connect_with(url, ns, options)
         .await
         .with_context(|| format!("connecting to {}", redact(url)))?;
     Ok(bus)
+}
+
+/// The variable that names the message signing key's file.
+pub const HMAC_KEY_FILE_VAR: &str = "SHOAL_HMAC_KEY_FILE";
+
+/// The shortest signing key accepted, in bytes (HMAC-SHA256's block of security).
+pub const MIN_KEY_BYTES: usize = 32;
+
+/// The largest key file read: a key is a few dozen bytes, so anything big is a wrong file.
+const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+/// The message signing key, from the file `SHOAL_HMAC_KEY_FILE` names; `None` when the variable
+/// is unset or empty. The key itself never comes from argv or the environment, where other
+/// users and child processes could read it. See [`read_signing_key`] for what the file must be.
+pub fn signing_key_from_env() -> anyhow::Result<Option<Vec<u8>>> {
+    match std::env::var_os(HMAC_KEY_FILE_VAR) {
+        Some(path) if !path.is_empty() => read_signing_key(Path::new(&path))
+            .with_context(|| format!("{HMAC_KEY_FILE_VAR}: the signing key"))
+            .map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// Reads a signing key file: a regular file owned by this user with no group or other
+/// permission bits (mode 600 or 400), holding at least [`MIN_KEY_BYTES`] bytes. Hex text
+/// (nothing but hex digits once surrounding whitespace is trimmed, as `openssl rand -hex 32`
+/// writes; so at least 64 of them) is decoded; any other content is the key as is.
+pub fn read_signing_key(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let shown = path.display();
+    // Non-blocking, so that a FIFO cannot hold the open; the checks are on the file opened.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("cannot open {shown}"))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read {shown}"))?;
+    if !meta.is_file() {
+        bail!("{shown} is not a regular file");
+    }
+    let mode = meta.mode() & 0o7777;
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        bail!(
+            "{shown} (mode {mode:o}) is owned by uid {}, not by this user (uid {me})",
+            meta.uid()
+        );
+    }
+    if mode & 0o077 != 0 {
+        bail!(
+            "{shown} has mode {mode:o}: a key file must be readable by its owner only \
+             (chmod 600 {shown})"
+        );
+    }
+    if meta.len() > MAX_KEY_FILE_BYTES {
+        bail!(
+            "{shown} is {} bytes; a key file is at most {MAX_KEY_FILE_BYTES}",
+            meta.len()
+        );
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_KEY_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {shown}"))?;
+    if bytes.len() as u64 > MAX_KEY_FILE_BYTES {
+        bail!("{shown} grew past {MAX_KEY_FILE_BYTES} bytes while being read");
+    }
+    let trimmed = bytes.trim_ascii();
+    // Text of hex digits only is hex at any length, so that a short hex key is measured by
+    // the bytes it decodes to (62 digits are 31 bytes, refused), not by its characters.
+    let key = if !trimmed.is_empty() && trimmed.iter().all(u8::is_ascii_hexdigit) {
+        hex::decode(trimmed)
+            .map_err(|e| anyhow::anyhow!("{shown} looks like hex text but is not: {e}"))?
+    } else {
+        bytes
+    };
+    if key.len() < MIN_KEY_BYTES {
+        bail!(
+            "{shown} holds a {}-byte key; at least {MIN_KEY_BYTES} bytes are needed \
+             (e.g. `openssl rand -hex 32 > {shown}; chmod 600 {shown}`)",
+            key.len()
+        );
+    }
+    Ok(key)
 }
 
 #[cfg(test)]
@@ -182,5 +379,140 @@ mod tests {
         assert_eq!(redact("mysql://root@db:3306"), "mysql://root@db:3306");
         assert_eq!(redact("sqlite:x.db"), "sqlite:x.db");
         assert!(!redact("amqps://u:p%40ss@h/v").contains("p%40ss"));
+    }
+
+    #[test]
+    fn an_unknown_scheme_names_the_scheme_and_the_setting_never_the_value() {
+        let e = super::store_url("SHOAL_DB", "mysq://shoal:hunter2@db-host/shoal")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SHOAL_DB") && e.contains("`mysq://`"), "{e}");
+        assert!(!e.contains("hunter2") && !e.contains("db-host"), "{e}");
+        let e = super::check_broker_url("SHOAL_BROKER", "amqq://u:hunter2@mq/%2f")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SHOAL_BROKER") && e.contains("`amqq://`"), "{e}");
+        assert!(!e.contains("hunter2") && !e.contains("mq/"), "{e}");
+        // Not a scheme before `://`: nothing of the value is shown.
+        let e = super::store_url("SHOAL_DB", "u:hunter2@h://x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SHOAL_DB") && !e.contains("hunter2"), "{e}");
+        let e = super::check_broker_url("SHOAL_BROKER", "hunter2")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a URL") && !e.contains("hunter2"), "{e}");
+        super::check_broker_url("SHOAL_BROKER", "amqps://u:p@h/v").unwrap();
+    }
+
+    #[test]
+    fn store_urls() {
+        use super::StoreUrl;
+        use std::path::PathBuf;
+        let url = |v| super::store_url("SHOAL_DB", v).unwrap();
+        assert_eq!(url("mysql://u:p@h:3306/shoal"), StoreUrl::Mysql);
+        assert_eq!(url("shoal.db"), StoreUrl::Sqlite(PathBuf::from("shoal.db")));
+        assert_eq!(
+            url("sqlite:x/y.db"),
+            StoreUrl::Sqlite(PathBuf::from("x/y.db"))
+        );
+        assert_eq!(
+            url("sqlite:///a.db"),
+            StoreUrl::Sqlite(PathBuf::from("/a.db"))
+        );
+    }
+
+    #[test]
+    fn the_cluster_refuses_a_sqlite_store() {
+        for value in ["shoal.db", "sqlite:shoal.db", "sqlite:///var/lib/shoal.db"] {
+            let e = super::require_cluster_store("SHOAL_DB", value)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("SHOAL_DB") && e.contains("MySQL/MariaDB"), "{e}");
+            assert!(e.contains("mysql://"), "{e}");
+        }
+        super::require_cluster_store("SHOAL_DB", "mysql://u:p@h/db").unwrap();
+        assert!(super::require_cluster_store("SHOAL_DB", "mysq://u:p@h/db").is_err());
+    }
+
+    fn key_file(content: &[u8], mode: u32) -> (tempfile::TempDir, std::path::PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hmac.key");
+        std::fs::write(&path, content).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn a_hex_key_file_is_decoded_and_raw_bytes_are_taken_as_they_are() {
+        let hex_key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let (_d, path) = key_file(format!("  {hex_key}\n").as_bytes(), 0o600);
+        let key = super::read_signing_key(&path).unwrap();
+        assert_eq!(key, hex::decode(hex_key).unwrap());
+        assert_eq!(key.len(), 32);
+        let raw: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+        let (_d, path) = key_file(&raw, 0o400);
+        assert_eq!(super::read_signing_key(&path).unwrap(), raw);
+    }
+
+    #[test]
+    fn a_short_key_is_refused() {
+        // 62 hex digits are 31 bytes, not 62.
+        let (_d, path) = key_file(&[b'a'; 62], 0o600);
+        let e = super::read_signing_key(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("31-byte key") && e.contains("at least 32 bytes"),
+            "{e}"
+        );
+        // An odd number of hex digits is not a key.
+        let (_d, path) = key_file(&[b'a'; 65], 0o600);
+        let e = super::read_signing_key(&path).unwrap_err().to_string();
+        assert!(e.contains("looks like hex text"), "{e}");
+        let (_d, path) = key_file(b"short", 0o600);
+        let e = super::read_signing_key(&path).unwrap_err().to_string();
+        assert!(e.contains("5-byte key"), "{e}");
+    }
+
+    #[test]
+    fn a_key_file_others_can_read_is_refused() {
+        let (_d, path) = key_file(&[7u8; 32], 0o644);
+        let e = super::read_signing_key(&path).unwrap_err().to_string();
+        assert!(e.contains("mode 644"), "{e}");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        let (_d, path) = key_file(&[7u8; 32], 0o640);
+        assert!(super::read_signing_key(&path).is_err());
+    }
+
+    #[test]
+    fn a_key_path_that_is_not_a_regular_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = super::read_signing_key(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = super::read_signing_key(std::path::Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        assert!(super::read_signing_key(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn the_key_comes_from_the_file_the_variable_names() {
+        // Only this test touches the variable.
+        std::env::remove_var(super::HMAC_KEY_FILE_VAR);
+        assert_eq!(super::signing_key_from_env().unwrap(), None);
+        let (_d, path) = key_file(&[9u8; 48], 0o600);
+        std::env::set_var(super::HMAC_KEY_FILE_VAR, &path);
+        let key = super::signing_key_from_env();
+        let (_d, bad) = key_file(&[9u8; 48], 0o604);
+        std::env::set_var(super::HMAC_KEY_FILE_VAR, &bad);
+        let refused = super::signing_key_from_env();
+        std::env::remove_var(super::HMAC_KEY_FILE_VAR);
+        assert_eq!(key.unwrap(), Some(vec![9u8; 48]));
+        let e = format!("{:#}", refused.unwrap_err());
+        assert!(
+            e.contains("SHOAL_HMAC_KEY_FILE") && e.contains("mode 604"),
+            "{e}"
+        );
     }
 }

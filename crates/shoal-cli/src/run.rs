@@ -62,7 +62,12 @@ pub async fn run_session(
             work_dir,
             compile_slots: opts.jobs,
             monitor_interval: Duration::from_secs(5),
-            scheduler: SchedulerConfig::default(),
+            // One process, a local file: a store that fails for seconds (a full disk, a
+            // read-only file) is not coming back by itself.
+            scheduler: SchedulerConfig {
+                store_retry_for: Duration::from_secs(10),
+                ..SchedulerConfig::default()
+            },
         },
     )
     .await?;
@@ -118,6 +123,10 @@ pub async fn watch_progress(
             _ = stop.triggered() => {
                 bar.abandon();
                 return Ok(true);
+            }
+            reason = shoal_actors::shutdown::gave_up() => {
+                bar.abandon();
+                anyhow::bail!("stopped: {reason}; committed work is kept, run the same command again once this is fixed");
             }
         }
     }

@@ -16,7 +16,8 @@ use crate::run::{run_session, RunOptions};
 
 pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     // Everything about the spec is checked before anything is written.
-    let spec = Arc::new(shoal_backend::spec::load(&args.spec)?);
+    let limits = crate::cli::spec_limits(args.max_candidates);
+    let spec = Arc::new(shoal_backend::spec::load_with(&args.spec, &limits)?);
     for w in &spec.warnings {
         tracing::warn!("{w}");
     }

@@ -68,6 +68,10 @@ pub struct WorkerArgs {
     /// Jobs in flight per phase at most (Scheduler).
     #[arg(long, default_value_t = 256)]
     pub max_in_flight: u64,
+    /// Exporter: the only directory it writes into (default: `<work-dir>/exports`). An export
+    /// request (`shoal export --cluster -o NAME`) names a directory inside it.
+    #[arg(long)]
+    pub export_dir: Option<PathBuf>,
 }
 
 const COMPILE_STEPS: [&str; 3] = [COMMAND_BUILD, PERF_COMPILE, NOOP_BUILD];
@@ -82,6 +86,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             url,
             "SHOAL_BROKER_PASSWORD",
         )?);
+        settings.broker_from = "--broker".into();
     }
     if let Some(url) = &args.db_url {
         settings.db = Some(crate::connect::url_from_flag(
@@ -89,6 +94,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             url,
             "SHOAL_DB_PASSWORD",
         )?);
+        settings.db_from = "--db-url".into();
     }
     let db_url = settings
         .db
@@ -98,9 +104,11 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         .broker
         .clone()
         .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
-    let store = open_store_url(&db_url).await?;
+    // Workers on several hosts share the store: SQLite cannot be it.
+    crate::connect::require_cluster_store(&settings.db_from, &db_url)?;
+    let store = open_store_url(&settings.db_from, &db_url).await?;
     store.migrate().await?;
-    let bus = open_bus_url(&broker_url, settings.namespace()?).await?;
+    let bus = open_bus_url(&settings.broker_from, &broker_url, settings.namespace()?).await?;
     let all = args.role.contains(&Role::All);
     let roles = Roles {
         scheduler: all || args.role.contains(&Role::Scheduler),
@@ -131,6 +139,10 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("creating {}", args.work_dir.display()))?;
     let work_dir = args.work_dir.canonicalize()?;
+    let export_dir = args
+        .export_dir
+        .clone()
+        .unwrap_or_else(|| work_dir.join("exports"));
     let backends = SessionBackends::new(crate::miopen::fin_path(settings.fin.clone()));
     let worker = cluster::start(
         store.clone(),
@@ -147,6 +159,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             eval_steps,
             eval_on_cpu: args.eval_on_cpu,
             monitor_interval: Duration::from_secs(10),
+            export_dir,
             scheduler: SchedulerConfig {
                 eval_batch: args.eval_batch.max(1),
                 max_compile_in_flight: args.max_in_flight,
@@ -166,13 +179,19 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     );
     let mut stop = stop;
     let mut drain = worker.drain_requested();
-    tokio::select! {
-        _ = stop.triggered() => {}
-        _ = drain.triggered() => {}
-    }
+    let gave_up = tokio::select! {
+        _ = stop.triggered() => None,
+        _ = drain.triggered() => None,
+        reason = shoal_actors::shutdown::gave_up() => Some(reason),
+    };
     tracing::info!("stopping: draining in-flight work");
     worker.shutdown().await;
     bus.close().await?;
+    if let Some(reason) = gave_up {
+        // Non-zero, so that systemd (Restart=on-failure) or an operator takes over.
+        tracing::error!("stopped: {reason}");
+        return Ok(ExitCode::FAILURE);
+    }
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
 }

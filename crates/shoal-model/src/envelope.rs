@@ -1,15 +1,42 @@
-//! The wire format: one version byte, then the bincode 2 (`config::standard()`) encoding of a
-//! [`Message`]. This module is the only place that knows the bincode configuration; every bus
-//! implementation encodes and decodes through it.
+//! The wire format, and the one place that decides whether bytes from the bus are trusted.
 //!
-//! A consumer that meets an unknown version or an undecodable body gets a [`DecodeError`] that
-//! says which, so it can dead-letter the message with that reason instead of crashing.
+//! ```text
+//! [ version: 1 byte ][ HMAC-SHA256 tag: 32 bytes ][ body: bincode 2 (standard()) of a Message ]
+//! ```
+//!
+//! The tag is an HMAC-SHA256, under the deployment's key, of the version byte and the body.
+//! [`Codec::decode`] checks, in this order and before it allocates anything for the message:
+//! the length (at most [`MAX_MESSAGE_BYTES`]), the version, the tag (in constant time), and only
+//! then decodes the body under bincode's byte limit of [`MAX_MESSAGE_BYTES`], so a length prefix
+//! of 2^62 is an error instead of an allocation. Anyone who can publish to the broker
+//! but does not hold the key can make a consumer dead-letter a message, never act on one.
+//!
+//! This module is the only place that knows the bincode configuration; every bus user encodes
+//! and decodes through a [`Codec`]. A consumer that meets bad bytes gets a [`DecodeError`] that
+//! says why, so it can dead-letter the message with that reason instead of crashing.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 
 use crate::message::Message;
 
 /// The version written by this build. Bump it when the encoding of [`Message`] changes in a way
-/// an older reader would misread.
-pub const WIRE_VERSION: u8 = 1;
+/// an older reader would misread. Version 2 added the signature.
+pub const WIRE_VERSION: u8 = 2;
+
+/// The largest message a consumer accepts, envelope included. Requests and replies carry
+/// parameters and job references, never artifacts (those go through the store), so real
+/// messages are a few KB; the bound keeps what one message can make a process allocate to a few
+/// MB whatever its length prefixes say.
+pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
+/// Bytes of the HMAC-SHA256 tag.
+pub const TAG_BYTES: usize = 32;
+
+/// The shortest key accepted: as long as the hash's output.
+pub const MIN_KEY_BYTES: usize = 32;
+
+type HmacSha256 = Hmac<Sha256>;
 
 /// Why bytes are not a message.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -18,33 +45,98 @@ pub enum DecodeError {
     Empty,
     #[error("unknown wire version {found} (this build reads version {WIRE_VERSION})")]
     UnknownVersion { found: u8 },
+    #[error("message of {bytes} bytes is over the limit of {MAX_MESSAGE_BYTES} bytes")]
+    TooLarge { bytes: usize },
+    #[error("unsigned message: {bytes} bytes, shorter than a signature")]
+    Unsigned { bytes: usize },
+    #[error("bad signature: not signed with this deployment's key")]
+    BadSignature,
     #[error("undecodable body: {0}")]
     Corrupt(String),
     #[error("{trailing} trailing bytes after the message")]
     Trailing { trailing: usize },
 }
 
-fn config() -> bincode::config::Configuration {
+/// Why a key cannot sign.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum KeyError {
+    #[error("the signing key has {0} bytes; at least {MIN_KEY_BYTES} are needed")]
+    TooShort(usize),
+}
+
+/// Signs and verifies messages with one deployment's key. Cheap to clone; the key never
+/// appears in `Debug` output.
+#[derive(Clone)]
+pub struct Codec {
+    /// The keyed state, cloned for each message instead of re-deriving the key pads.
+    mac: HmacSha256,
+}
+
+impl std::fmt::Debug for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Codec(<key>)")
+    }
+}
+
+fn bincode_config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
-/// Encodes a message with the current version.
-pub fn encode(msg: &Message) -> Vec<u8> {
-    let mut out = vec![WIRE_VERSION];
-    // Encoding plain serde data into a Vec cannot fail: no I/O and no unsupported types.
-    let body =
-        bincode::serde::encode_to_vec(msg, config()).expect("encoding a Message cannot fail");
-    out.extend_from_slice(&body);
-    out
+impl Codec {
+    /// A codec for `key` (at least [`MIN_KEY_BYTES`] bytes).
+    pub fn new(key: &[u8]) -> Result<Codec, KeyError> {
+        if key.len() < MIN_KEY_BYTES {
+            return Err(KeyError::TooShort(key.len()));
+        }
+        let mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
+        Ok(Codec { mac })
+    }
+
+    fn tag(&self, version: u8, body: &[u8]) -> HmacSha256 {
+        let mut mac = self.mac.clone();
+        mac.update(&[version]);
+        mac.update(body);
+        mac
+    }
+
+    /// Encodes and signs a message with the current version.
+    pub fn encode(&self, msg: &Message) -> Vec<u8> {
+        // Encoding plain serde data into a Vec cannot fail: no I/O and no unsupported types.
+        let body = bincode::serde::encode_to_vec(msg, bincode_config())
+            .expect("encoding a Message cannot fail");
+        let tag = self.tag(WIRE_VERSION, &body).finalize().into_bytes();
+        let mut out = Vec::with_capacity(1 + TAG_BYTES + body.len());
+        out.push(WIRE_VERSION);
+        out.extend_from_slice(&tag);
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Verifies and decodes bytes written by [`Codec::encode`] under the same key.
+    pub fn decode(&self, bytes: &[u8]) -> Result<Message, DecodeError> {
+        let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        if bytes.len() > MAX_MESSAGE_BYTES {
+            return Err(DecodeError::TooLarge { bytes: bytes.len() });
+        }
+        if version != WIRE_VERSION {
+            return Err(DecodeError::UnknownVersion { found: version });
+        }
+        if rest.len() < TAG_BYTES {
+            return Err(DecodeError::Unsigned { bytes: bytes.len() });
+        }
+        let (tag, body) = rest.split_at(TAG_BYTES);
+        self.tag(version, body)
+            .verify_slice(tag)
+            .map_err(|_| DecodeError::BadSignature)?;
+        decode_body(body)
+    }
 }
 
-/// Decodes bytes written by [`encode`].
-pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
-    let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
-    if version != WIRE_VERSION {
-        return Err(DecodeError::UnknownVersion { found: version });
-    }
-    let (msg, used): (Message, usize) = bincode::serde::decode_from_slice(body, config())
+/// The body under a byte limit: bincode refuses any length prefix that claims more than
+/// [`MAX_MESSAGE_BYTES`] in all, before allocating for it.
+fn decode_body(body: &[u8]) -> Result<Message, DecodeError> {
+    let config = bincode_config().with_limit::<MAX_MESSAGE_BYTES>();
+    let (msg, used): (Message, usize) = bincode::serde::decode_from_slice(body, config)
         .map_err(|e| DecodeError::Corrupt(e.to_string()))?;
     if used != body.len() {
         return Err(DecodeError::Trailing {
@@ -59,6 +151,10 @@ mod tests {
     use super::*;
     use crate::message::*;
     use crate::{JobId, Params, SessionId};
+
+    fn codec() -> Codec {
+        Codec::new(&[7u8; 32]).unwrap()
+    }
 
     fn sample() -> Message {
         let mut p = Params::new();
@@ -76,27 +172,103 @@ mod tests {
         })
     }
 
-    #[test]
-    fn round_trip() {
-        let m = sample();
-        assert_eq!(decode(&encode(&m)).unwrap(), m);
+    /// Signs arbitrary body bytes as a holder of the key would: for testing what the decoder
+    /// does with a signed but hostile body.
+    fn signed(codec: &Codec, body: &[u8]) -> Vec<u8> {
+        let tag = codec.tag(WIRE_VERSION, body).finalize().into_bytes();
+        let mut out = vec![WIRE_VERSION];
+        out.extend_from_slice(&tag);
+        out.extend_from_slice(body);
+        out
     }
 
     #[test]
-    fn rejects_unknown_version_and_garbage() {
-        let mut bytes = encode(&sample());
+    fn round_trip() {
+        let m = sample();
+        assert_eq!(codec().decode(&codec().encode(&m)).unwrap(), m);
+    }
+
+    #[test]
+    fn short_keys_are_refused_and_debug_hides_the_key() {
+        assert_eq!(Codec::new(&[1; 31]).unwrap_err(), KeyError::TooShort(31));
+        assert_eq!(format!("{:?}", codec()), "Codec(<key>)");
+    }
+
+    #[test]
+    fn another_key_or_a_changed_byte_is_a_bad_signature() {
+        let bytes = codec().encode(&sample());
+        let other = Codec::new(&[8u8; 32]).unwrap();
+        assert_eq!(other.decode(&bytes), Err(DecodeError::BadSignature));
+        for i in 1..bytes.len() {
+            let mut flipped = bytes.clone();
+            flipped[i] ^= 0x01;
+            assert_eq!(
+                codec().decode(&flipped),
+                Err(DecodeError::BadSignature),
+                "flipping byte {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_version_unsigned_and_garbage() {
+        let c = codec();
+        let mut bytes = c.encode(&sample());
         bytes[0] = 99;
         assert_eq!(
-            decode(&bytes),
+            c.decode(&bytes),
             Err(DecodeError::UnknownVersion { found: 99 })
         );
-        assert_eq!(decode(&[]), Err(DecodeError::Empty));
+        assert_eq!(c.decode(&[]), Err(DecodeError::Empty));
+        assert_eq!(
+            c.decode(&[WIRE_VERSION, 200, 200, 200]),
+            Err(DecodeError::Unsigned { bytes: 4 })
+        );
         assert!(matches!(
-            decode(&[WIRE_VERSION, 200, 200, 200]),
+            c.decode(&signed(&c, &[200, 200, 200])),
             Err(DecodeError::Corrupt(_))
         ));
-        let mut long = encode(&sample());
+        let body = bincode::serde::encode_to_vec(sample(), bincode_config()).unwrap();
+        let mut long = body.clone();
         long.push(0);
-        assert_eq!(decode(&long), Err(DecodeError::Trailing { trailing: 1 }));
+        assert_eq!(
+            c.decode(&signed(&c, &long)),
+            Err(DecodeError::Trailing { trailing: 1 })
+        );
+        let huge = vec![WIRE_VERSION; MAX_MESSAGE_BYTES + 1];
+        assert_eq!(
+            c.decode(&huge),
+            Err(DecodeError::TooLarge {
+                bytes: MAX_MESSAGE_BYTES + 1
+            })
+        );
+    }
+
+    /// The 15-byte message that used to abort every consumer: an eval request whose first
+    /// string claims 2^62 bytes. Unsigned it is refused before decoding; signed (a holder of the
+    /// key gone wrong) it is an error, not an allocation.
+    #[test]
+    fn a_length_bomb_is_an_error_not_an_allocation() {
+        // Message::Eval (variant 1), session 7, then a string length of 2^62 as a varint
+        // (0xFD = u64 follows).
+        let mut body = vec![1u8, 7, 0xFD];
+        body.extend_from_slice(&(1u64 << 62).to_le_bytes());
+        let mut unsigned = vec![1u8];
+        unsigned.extend_from_slice(&body);
+        unsigned.extend_from_slice(&[0; 3]);
+        assert_eq!(unsigned.len(), 15);
+        let c = codec();
+        assert!(c.decode(&unsigned).is_err());
+        assert!(matches!(
+            c.decode(&signed(&c, &body)),
+            Err(DecodeError::Corrupt(_))
+        ));
+        // A vector of 2^40 job references: the same.
+        let mut body = vec![0u8, 7, 0, 0, 0, 0, 0xFD];
+        body.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(matches!(
+            c.decode(&signed(&c, &body)),
+            Err(DecodeError::Corrupt(_))
+        ));
     }
 }

@@ -104,6 +104,27 @@ pub enum ReplyBody {
     },
 }
 
+impl ReplyBody {
+    /// The session the reply is about.
+    pub fn session(&self) -> SessionId {
+        match self {
+            ReplyBody::Started { session, .. } | ReplyBody::HandedBack { session, .. } => *session,
+            ReplyBody::Compiled(c) => c.session,
+            ReplyBody::Evaluated(e) => e.session,
+        }
+    }
+
+    /// The reply's kind, for logs and dead-letter reasons.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReplyBody::Started { .. } => "started notice",
+            ReplyBody::Compiled(_) => "compile result",
+            ReplyBody::Evaluated(_) => "eval result",
+            ReplyBody::HandedBack { .. } => "hand-back",
+        }
+    }
+}
+
 /// Health of one device, published by the GpuMonitor.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceHealth {

@@ -28,6 +28,107 @@ use shoal_model::{
 pub use mysql::{MysqlOptions, MysqlStore, MysqlTls};
 pub use sqlite::SqliteStore;
 
+/// `impl Store for $ty` with the given `describe` and `apply`, and every other method of
+/// [`Store`] a call on the store in `self.$field`: for wrappers that change how changes are
+/// applied (a scratch database, a test double that fails on purpose) and delegate the rest.
+/// The one place the delegation is spelled out.
+#[macro_export]
+macro_rules! delegating_store {
+    (impl Store for $ty:ty { delegate to $field:ident; $($custom:tt)* }) => {
+        #[$crate::__async_trait::async_trait]
+        impl $crate::Store for $ty {
+            $($custom)*
+    async fn migrate(&self) -> $crate::Result<u32> {
+            self.$field.migrate().await
+        }
+        async fn create_session(&self, session: &$crate::__model::NewSession) -> $crate::Result<$crate::__model::SessionId> {
+            self.$field.create_session(session).await
+        }
+        async fn session(&self, id: $crate::__model::SessionId) -> $crate::Result<Option<$crate::__model::Session>> {
+            self.$field.session(id).await
+        }
+        async fn sessions(&self) -> $crate::Result<Vec<$crate::__model::Session>> {
+            self.$field.sessions().await
+        }
+        async fn find_session(&self, session: &$crate::__model::NewSession) -> $crate::Result<Option<$crate::__model::Session>> {
+            self.$field.find_session(session).await
+        }
+        async fn upsert_configs(&self, configs: &[$crate::__model::NewConfig]) -> $crate::Result<Vec<($crate::__model::ConfigId, bool)>> {
+            self.$field.upsert_configs(configs).await
+        }
+        async fn config(&self, id: $crate::__model::ConfigId) -> $crate::Result<Option<$crate::__model::Config>> {
+            self.$field.config(id).await
+        }
+        async fn configs_with_tag(&self, tag: &str) -> $crate::Result<Vec<$crate::__model::Config>> {
+            self.$field.configs_with_tag(tag).await
+        }
+        async fn upsert_solvers(&self, solvers: &[$crate::__model::NewSolver]) -> $crate::Result<Vec<$crate::__model::Solver>> {
+            self.$field.upsert_solvers(solvers).await
+        }
+        async fn solvers(&self) -> $crate::Result<Vec<$crate::__model::Solver>> {
+            self.$field.solvers().await
+        }
+        async fn set_applicability(
+            &self,
+            session: $crate::__model::SessionId,
+            rows: &[($crate::__model::ConfigId, $crate::__model::SolverId, bool)],
+        ) -> $crate::Result<()> {
+            self.$field.set_applicability(session, rows).await
+        }
+        async fn applicable_solvers(
+            &self,
+            session: $crate::__model::SessionId,
+            config: $crate::__model::ConfigId,
+        ) -> $crate::Result<Vec<$crate::__model::SolverId>> {
+            self.$field.applicable_solvers(session, config).await
+        }
+        async fn insert_jobs(&self, jobs: &[$crate::__model::NewJob]) -> $crate::Result<u64> {
+            self.$field.insert_jobs(jobs).await
+        }
+        async fn job(&self, id: $crate::__model::JobId) -> $crate::Result<Option<$crate::__model::Job>> {
+            self.$field.job(id).await
+        }
+        async fn jobs_in_state(
+            &self,
+            session: $crate::__model::SessionId,
+            state: $crate::__model::JobState,
+            limit: u32,
+        ) -> $crate::Result<Vec<$crate::__model::Job>> {
+            self.$field.jobs_in_state(session, state, limit).await
+        }
+        async fn in_flight(&self, session: $crate::__model::SessionId) -> $crate::Result<Vec<$crate::__model::Job>> {
+            self.$field.in_flight(session).await
+        }
+        async fn expired_leases(&self, now_ms: i64, limit: u32) -> $crate::Result<Vec<$crate::__model::Job>> {
+            self.$field.expired_leases(now_ms, limit).await
+        }
+        async fn state_counts(&self, session: $crate::__model::SessionId) -> $crate::Result<::std::collections::BTreeMap<$crate::__model::JobState, u64>> {
+            self.$field.state_counts(session).await
+        }
+        async fn builds(&self, session: $crate::__model::SessionId, keys: &[String]) -> $crate::Result<Vec<$crate::BuildRecord>> {
+            self.$field.builds(session, keys).await
+        }
+        async fn put_artifact(&self, hash: &str, bytes: &[u8]) -> $crate::Result<bool> {
+            self.$field.put_artifact(hash, bytes).await
+        }
+        async fn artifact(&self, hash: &str) -> $crate::Result<Option<Vec<u8>>> {
+            self.$field.artifact(hash).await
+        }
+        async fn results(&self, job: $crate::__model::JobId) -> $crate::Result<Vec<$crate::__model::ResultRow>> {
+            self.$field.results(job).await
+        }
+        async fn final_results(&self, session: $crate::__model::SessionId) -> $crate::Result<Vec<$crate::__model::FinalResult>> {
+            self.$field.final_results(session).await
+        }
+            }
+    };
+}
+
+#[doc(hidden)]
+pub use async_trait as __async_trait;
+#[doc(hidden)]
+pub use shoal_model as __model;
+
 /// Errors of a store. The message names what was being done; it never contains credentials.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

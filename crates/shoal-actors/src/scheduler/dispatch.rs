@@ -9,7 +9,7 @@ use shoal_model::{
 };
 use shoal_store::{Batch, Change};
 
-use super::Inner;
+use super::{Inner, Tag};
 use crate::{now_ms, ActorError};
 
 /// An eval dispatch added to a batch of results by [`Inner::chain_evals`] at `index`, right
@@ -101,6 +101,12 @@ impl Inner {
             .builds(session_id, &keys)
             .await?
             .into_iter()
+            // Records of infrastructure failures (written by versions before they stopped
+            // being recorded) are no verdict on the build: build again.
+            .filter(|b| match &b.result {
+                Ok(_) => true,
+                Err((kind, _)) => kind.is_candidate_fault(),
+            })
             .map(|b| (b.build_key, b.result))
             .collect();
         let deadline = now_ms() + self.config.queue_lease.as_millis() as i64;
@@ -354,12 +360,13 @@ impl Inner {
     pub(super) async fn chain_evals(
         &self,
         changes: Vec<Change>,
-        sessions: Vec<SessionId>,
-    ) -> Result<(Vec<Change>, Vec<SessionId>, Vec<Chained>), ActorError> {
+        tags: Vec<Tag>,
+    ) -> Result<(Vec<Change>, Vec<Tag>, Vec<Chained>), ActorError> {
         // Per job: the position of its last compile result, and whether all agree.
         let mut results: HashMap<shoal_model::JobId, (usize, bool)> = HashMap::new();
         let mut room: HashMap<SessionId, u64> = HashMap::new();
-        for (i, (c, s)) in changes.iter().zip(&sessions).enumerate() {
+        for (i, (c, tag)) in changes.iter().zip(&tags).enumerate() {
+            let s = &tag.session;
             let t = &c.transition;
             if t.to != JobState::Compiled {
                 continue;
@@ -378,12 +385,13 @@ impl Inner {
         }
         let deadline = now_ms() + self.config.queue_lease.as_millis() as i64;
         let mut out = Vec::with_capacity(changes.len());
-        let mut out_sessions = Vec::with_capacity(changes.len());
+        let mut out_tags = Vec::with_capacity(changes.len());
         let mut chained = Vec::new();
         // Where each job's compile results landed in `out`.
         let mut landed: HashMap<shoal_model::JobId, Vec<usize>> = HashMap::new();
         let mut compiling = self.compiling.lock().unwrap();
-        for (i, (c, s)) in changes.into_iter().zip(sessions).enumerate() {
+        for (i, (c, tag)) in changes.into_iter().zip(tags).enumerate() {
+            let s = tag.session;
             let t = &c.transition;
             if t.to == JobState::Compiled {
                 landed.entry(t.job).or_default().push(out.len());
@@ -415,7 +423,7 @@ impl Inner {
             };
             let attempt = t.next_attempt();
             out.push(c);
-            out_sessions.push(s);
+            out_tags.push(tag);
             if let Some((job, artifact)) = next {
                 let t = Transition::new(job.id, JobState::Compiled, attempt, JobState::EvalQueued)
                     .expect("compiled → eval_queued")
@@ -428,10 +436,13 @@ impl Inner {
                     artifact,
                 });
                 out.push(t.into());
-                out_sessions.push(s);
+                out_tags.push(Tag {
+                    session: s,
+                    origin: None,
+                });
             }
         }
-        Ok((out, out_sessions, chained))
+        Ok((out, out_tags, chained))
     }
 
     /// Publishes the eval requests of the chained dispatches that applied.

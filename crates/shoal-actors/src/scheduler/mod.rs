@@ -16,6 +16,7 @@
 
 mod dispatch;
 pub mod plan;
+mod started;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -23,15 +24,25 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use shoal_bus::{Bus, Consumer, Delivery, QueueOptions};
-use shoal_model::{envelope, Config, ConfigId, Message, Session, SessionId, Transition};
-use shoal_store::{Batch, Change, Store};
+use shoal_model::{Config, ConfigId, Message, Session, SessionId, Transition};
+use shoal_store::{Batch, Change, Store, StoreError};
 use tokio::sync::Notify;
 
 use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
 use crate::supervise::{supervise, Backoff};
 use crate::{now_ms, ActorError};
-use plan::{plan_reply, Leases};
+use plan::{check_reply, plan_reply, Leases};
+use started::{StartedNotices, STARTED_DEBOUNCE};
+
+/// What a planned change is for: its session, and the delivery (by index in its batch) whose
+/// reply it came from, if it is a result; `None` for started notices and the Scheduler's own
+/// follow-ups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tag {
+    session: SessionId,
+    origin: Option<usize>,
+}
 
 /// How the Scheduler paces work. Every number bounds something that would otherwise grow.
 #[derive(Clone, Debug)]
@@ -53,6 +64,10 @@ pub struct SchedulerConfig {
     pub result_batch: usize,
     /// Delivery limit of the queues this Scheduler declares.
     pub delivery_limit: u32,
+    /// How long an unreachable store is retried, with backoff, while the replies are held
+    /// (neither acked nor given back, so no delivery limit counts the outage) before the
+    /// results loop fails and its supervisor takes over.
+    pub store_retry_for: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -66,6 +81,7 @@ impl Default for SchedulerConfig {
             tick: Duration::from_millis(200),
             result_batch: 256,
             delivery_limit: 5,
+            store_retry_for: Duration::from_secs(300),
         }
     }
 }
@@ -95,99 +111,12 @@ struct Inner {
     compiling: Mutex<HashMap<shoal_model::JobId, shoal_model::Job>>,
     /// Queues already declared by this Scheduler.
     declared: Mutex<HashSet<String>>,
-    /// "Started" notices held back for a moment (see [`StartedNotices`]).
-    started: Mutex<StartedNotices>,
+    /// "Started" notices held back for a moment, and what is known of them (see
+    /// [`started`]).
+    started: Mutex<StartedNotices<Tag>>,
     /// Jobs in flight per session and phase, kept by the one writer as it applies changes
     /// (counted from the store once per session), so dispatch never scans the job table.
     in_flight: Mutex<HashMap<SessionId, InFlight>>,
-}
-
-/// How long a "started" notice is held back before it is written.
-const STARTED_DEBOUNCE: Duration = Duration::from_millis(1000);
-
-/// "Started" notices are held back for [`STARTED_DEBOUNCE`]: work that finishes sooner never
-/// shows as compiling or evaluating, and its notice costs no write; work that takes longer gets
-/// its state and renewed lease a second late. Knowing which notices were written, the result of
-/// a job is one compare-and-set instead of two alternatives.
-#[derive(Default)]
-struct StartedNotices {
-    pending: HashMap<(shoal_model::JobId, u32), (Instant, Change, SessionId)>,
-    written: HashSet<(shoal_model::JobId, u32)>,
-}
-
-impl StartedNotices {
-    fn is_started_edge(t: &Transition) -> bool {
-        use shoal_model::JobState::*;
-        matches!(
-            (t.from, t.to),
-            (CompileQueued, Compiling) | (EvalQueued, Evaluating)
-        )
-    }
-
-    /// Takes the batch's changes: holds back started notices, drops the alternative of a result
-    /// that cannot match, and adds the notices held long enough.
-    fn sift(
-        &mut self,
-        changes: Vec<Change>,
-        sessions: Vec<SessionId>,
-        now: Instant,
-    ) -> (Vec<Change>, Vec<SessionId>) {
-        use shoal_model::JobState::*;
-        let mut out = Vec::with_capacity(changes.len());
-        let mut out_sessions = Vec::with_capacity(changes.len());
-        let mut finished = HashSet::new();
-        for (c, session) in changes.into_iter().zip(sessions) {
-            let t = &c.transition;
-            let key = (t.job, t.attempt);
-            if Self::is_started_edge(t) {
-                self.pending.entry(key).or_insert((now, c, session));
-                continue;
-            }
-            let from_started = matches!(t.from, Compiling | Evaluating);
-            let from_queued = matches!(t.from, CompileQueued | EvalQueued);
-            if from_started || from_queued {
-                finished.insert(key);
-                if self.pending.contains_key(&key) && from_started {
-                    continue; // its notice was never written: the job is still queued
-                }
-                if self.written.contains(&key) && from_queued {
-                    continue; // its notice was written: the job is started
-                }
-            }
-            out.push(c);
-            out_sessions.push(session);
-        }
-        for key in finished {
-            self.pending.remove(&key);
-            self.written.remove(&key);
-        }
-        let due: Vec<_> = self
-            .pending
-            .iter()
-            .filter(|(_, (at, _, _))| now.duration_since(*at) >= STARTED_DEBOUNCE)
-            .map(|(k, _)| *k)
-            .collect();
-        for key in due {
-            if let Some((_, c, session)) = self.pending.remove(&key) {
-                self.written.insert(key);
-                out.push(c);
-                out_sessions.push(session);
-            }
-        }
-        (out, out_sessions)
-    }
-
-    /// Every held notice, now (shutdown).
-    fn drain(&mut self) -> (Vec<Change>, Vec<SessionId>) {
-        let mut out = Vec::new();
-        let mut sessions = Vec::new();
-        for (key, (_, c, session)) in self.pending.drain() {
-            self.written.insert(key);
-            out.push(c);
-            sessions.push(session);
-        }
-        (out, sessions)
-    }
 }
 
 /// Jobs of a session in the compile phase (queued or compiling) and in the eval phase.
@@ -367,14 +296,14 @@ async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorEr
             _ = stop.triggered() => break,
             // Nothing arrived for a while: write the started notices that are due.
             _ = tokio::time::sleep(STARTED_DEBOUNCE / 2) => {
-                inner.apply_deliveries(Vec::new()).await?;
+                inner.apply_deliveries(Vec::new(), &stop).await?;
                 continue;
             }
         };
         let Some(first) = first else { return Ok(()) };
         let mut batch = vec![first?];
         fill_batch(&mut *consumer, &mut batch, inner.config.result_batch).await?;
-        inner.apply_deliveries(batch).await?;
+        inner.apply_deliveries(batch, &stop).await?;
         inner.wake.notify_one();
     }
     // Stopping: the workers have stopped first, so what is left in the queue is final. Apply it.
@@ -382,8 +311,9 @@ async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorEr
         let mut batch = Vec::new();
         fill_batch(&mut *consumer, &mut batch, inner.config.result_batch).await?;
         if batch.is_empty() {
-            let (changes, sessions) = inner.started.lock().unwrap().drain();
+            let (changes, tags) = inner.started.lock().unwrap().drain();
             if !changes.is_empty() {
+                let sessions: Vec<SessionId> = tags.iter().map(|t| t.session).collect();
                 let batch = Batch {
                     changes,
                     builds: vec![],
@@ -392,7 +322,7 @@ async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorEr
             }
             return Ok(());
         }
-        inner.apply_deliveries(batch).await?;
+        inner.apply_deliveries(batch, &stop).await?;
     }
 }
 
@@ -427,7 +357,8 @@ impl Inner {
         Ok(*self.in_flight.lock().unwrap().entry(session).or_insert(f))
     }
 
-    /// Applies a batch whose changes all belong to `sessions[i]`, and keeps the in-flight counts.
+    /// Applies a batch whose changes belong to `sessions[i]`, and keeps the in-flight counts
+    /// and what is known of started notices: every committed job change goes through here.
     async fn apply_counted(
         &self,
         batch: &Batch,
@@ -437,6 +368,10 @@ impl Inner {
             self.in_flight_of(*s).await?;
         }
         let applied = self.store.apply(batch).await?;
+        self.started
+            .lock()
+            .unwrap()
+            .committed(&batch.changes, &applied);
         let mut counts = self.in_flight.lock().unwrap();
         for ((change, ok), session) in batch.changes.iter().zip(&applied).zip(sessions) {
             if let Some(f) = counts.get_mut(session) {
@@ -444,6 +379,35 @@ impl Inner {
             }
         }
         Ok(applied)
+    }
+
+    /// Runs `op` again while it fails because the store cannot be reached, with backoff from
+    /// 100 ms to 5 s, for at most [`SchedulerConfig::store_retry_for`] and not past the stop
+    /// signal. Other errors, and the last one, are returned.
+    async fn retry_store<T, F, Fut>(
+        &self,
+        stop: &Signal,
+        what: &str,
+        mut op: F,
+    ) -> Result<T, ActorError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ActorError>>,
+    {
+        let give_up = Instant::now() + self.config.store_retry_for;
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match op().await {
+                Err(ActorError::Store(e @ StoreError::Backend { .. }))
+                    if Instant::now() < give_up && !stop.is_triggered() =>
+                {
+                    tracing::warn!(error = %e, what, retry_in_ms = delay.as_millis() as u64, "store unreachable; replies held, retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Sessions with at least one job that is not final.
@@ -516,56 +480,101 @@ impl Inner {
         })
     }
 
-    /// Decodes, plans and applies a batch of replies in one transaction, then acks them all.
-    async fn apply_deliveries(&self, deliveries: Vec<Delivery>) -> Result<(), ActorError> {
-        let mut batch = Batch::default();
-        let mut to_ack = Vec::with_capacity(deliveries.len());
+    /// Verifies, checks, plans and applies a batch of replies in one transaction, then settles
+    /// each delivery on its own: a reply that cannot apply — unsigned, undecodable, not a reply,
+    /// naming an unknown session, carrying impossible values, or entirely stale — is
+    /// dead-lettered alone with its reason, and the rest of the batch goes on. A store that
+    /// cannot be reached is retried while the deliveries are held ([`Inner::retry_store`]).
+    async fn apply_deliveries(
+        &self,
+        deliveries: Vec<Delivery>,
+        stop: &Signal,
+    ) -> Result<(), ActorError> {
+        use shoal_model::message::ReplyBody;
         let now = now_ms();
+        let mut batch = Batch::default();
+        let mut tags = Vec::new();
         let mut finished_builds = Vec::new();
-        let mut sessions = Vec::new();
+        // (delivery, what to call it if none of its changes applies)
+        let mut held: Vec<(Delivery, Option<String>)> = Vec::with_capacity(deliveries.len());
         for d in deliveries {
-            let reply = match envelope::decode(&d.payload) {
+            let reply = match self.bus.codec().decode(&d.payload) {
                 Ok(Message::Reply(r)) => r,
                 Ok(other) => {
                     let kind = format!("{other:?}");
                     let kind = kind.split('(').next().unwrap_or("?").to_string();
-                    tracing::error!(kind = %kind, "results queue got a non-reply; dead-lettering");
-                    d.dead_letter(format!("results queue got a {kind} message"))
-                        .await?;
+                    refuse(d, format!("results queue got a {kind} message")).await?;
                     continue;
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "undecodable reply; dead-lettering");
-                    d.dead_letter(e.to_string()).await?;
+                    refuse(d, format!("refused on the results queue: {e}")).await?;
                     continue;
                 }
             };
-            let session = match &reply {
-                shoal_model::message::ReplyBody::Compiled(c) => {
-                    finished_builds.push((c.session, c.build_key.clone()));
-                    c.session
+            if let Err(reason) = check_reply(&reply) {
+                refuse(d, format!("impossible reply: {reason}")).await?;
+                continue;
+            }
+            let session = reply.session();
+            let leases = match self
+                .retry_store(stop, "session lookup", || self.leases(session))
+                .await
+            {
+                Ok(l) => l,
+                Err(ActorError::UnknownSession(s)) => {
+                    refuse(
+                        d,
+                        format!("reply for session {s}, which is not in the store"),
+                    )
+                    .await?;
+                    continue;
                 }
-                shoal_model::message::ReplyBody::Evaluated(e) => e.session,
-                shoal_model::message::ReplyBody::Started { session, .. }
-                | shoal_model::message::ReplyBody::HandedBack { session, .. } => *session,
+                Err(e) => return Err(e),
             };
-            let leases = self.leases(session).await?;
+            if let ReplyBody::Compiled(c) = &reply {
+                finished_builds.push((c.session, c.build_key.clone()));
+            }
+            let stale_if_unapplied = match &reply {
+                ReplyBody::Started { .. } => None,
+                r => Some(format!(
+                    "stale {}: no job of it is at the attempt it names",
+                    r.kind()
+                )),
+            };
             let plan = plan_reply(&reply, leases, now);
-            sessions.extend(std::iter::repeat_n(session, plan.changes.len()));
+            let origin = Some(held.len());
+            tags.extend(plan.changes.iter().map(|c| {
+                Tag {
+                    session,
+                    origin: (!started::is_started_edge(&c.transition))
+                        .then_some(origin)
+                        .flatten(),
+                }
+            }));
             batch.changes.extend(plan.changes);
             batch.builds.extend(plan.builds);
-            to_ack.push(d);
+            held.push((d, stale_if_unapplied));
         }
-        let (changes, kept) = self.started.lock().unwrap().sift(
+        let (changes, tags) = self.started.lock().unwrap().sift(
             std::mem::take(&mut batch.changes),
-            sessions,
+            tags,
             Instant::now(),
         );
-        let (changes, kept, chained) = self.chain_evals(changes, kept).await?;
+        let (changes, tags, chained) = self.chain_evals(changes, tags).await?;
         batch.changes = changes;
-        sessions = kept;
+        let mut applied_any = vec![false; held.len()];
         if !batch.changes.is_empty() || !batch.builds.is_empty() {
-            let applied = self.apply_counted(&batch, &sessions).await?;
+            let sessions: Vec<SessionId> = tags.iter().map(|t| t.session).collect();
+            let applied = self
+                .retry_store(stop, "applying replies", || {
+                    self.apply_counted(&batch, &sessions)
+                })
+                .await?;
+            for (tag, ok) in tags.iter().zip(&applied) {
+                if let (Some(i), true) = (tag.origin, ok) {
+                    applied_any[i] = true;
+                }
+            }
             self.publish_chained(chained, &applied).await?;
         }
         {
@@ -574,11 +583,21 @@ impl Inner {
                 building.remove(&k);
             }
         }
-        for d in to_ack {
-            d.ack().await?;
+        for ((d, stale), applied) in held.into_iter().zip(applied_any) {
+            match stale {
+                Some(reason) if !applied => refuse(d, reason).await?,
+                _ => d.ack().await?,
+            }
         }
         Ok(())
     }
+}
+
+/// Dead-letters one reply with its reason, logged.
+async fn refuse(d: Delivery, reason: String) -> Result<(), ActorError> {
+    tracing::warn!(reason = %reason, "reply dead-lettered");
+    d.dead_letter(reason).await?;
+    Ok(())
 }
 
 #[cfg(test)]

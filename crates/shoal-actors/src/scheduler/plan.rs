@@ -46,6 +46,73 @@ fn from_either(
     [mk(started), mk(queued)]
 }
 
+/// Longest worker or device name, artifact hash or build key a reply may carry.
+const MAX_NAME: usize = 256;
+
+/// What no honest worker sends: checked before a reply is planned, so that a reply with an
+/// impossible value is refused alone, with this reason, and never reaches the store. (Whether
+/// the sender may send at all is the envelope's signature; this is about the values.)
+pub fn check_reply(reply: &ReplyBody) -> Result<(), String> {
+    let name = |what: &str, s: &str| {
+        if s.len() > MAX_NAME || s.chars().any(char::is_control) {
+            Err(format!("{what} is not a name: {} bytes", s.len()))
+        } else {
+            Ok(())
+        }
+    };
+    let some_jobs = |jobs: &[JobRef]| {
+        if jobs.is_empty() {
+            Err("it names no job".to_string())
+        } else {
+            Ok(())
+        }
+    };
+    match reply {
+        ReplyBody::Started { jobs, worker, .. } => {
+            some_jobs(jobs)?;
+            name("worker", worker)
+        }
+        ReplyBody::HandedBack { jobs, .. } => some_jobs(jobs),
+        ReplyBody::Compiled(c) => {
+            some_jobs(&c.jobs)?;
+            name("worker", &c.worker)?;
+            name("build key", &c.build_key)?;
+            match &c.result {
+                Ok(hash) if hash.is_empty() || hash.chars().any(char::is_whitespace) => Err(
+                    format!("artifact hash `{}` is not a hash", hash.escape_debug()),
+                ),
+                Ok(hash) => name("artifact hash", hash),
+                Err(_) => Ok(()),
+            }
+        }
+        ReplyBody::Evaluated(e) => {
+            if e.outcomes.is_empty() {
+                return Err("it carries no outcome".into());
+            }
+            name("worker", &e.worker)?;
+            name("device", &e.device)?;
+            for (r, outcome) in &e.outcomes {
+                if let Outcome::Measured(m) = outcome {
+                    if !(m.time_us.is_finite() && m.time_us > 0.0) {
+                        return Err(format!(
+                            "job {} measured {} us: a time must be finite and positive",
+                            r.job, m.time_us
+                        ));
+                    }
+                    if let Some(bad) = m.samples_us.iter().find(|s| !(s.is_finite() && **s >= 0.0))
+                    {
+                        return Err(format!(
+                            "job {} has a sample of {bad} us: samples must be finite and not negative",
+                            r.job
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Turns one reply into store changes. `now_ms` stamps result rows.
 pub fn plan_reply(reply: &ReplyBody, leases: Leases, now_ms: i64) -> Plan {
     let mut plan = Plan::default();
@@ -70,11 +137,21 @@ pub fn plan_reply(reply: &ReplyBody, leases: Leases, now_ms: i64) -> Plan {
             }
         }
         ReplyBody::Compiled(c) => {
-            plan.builds.push(BuildRecord {
-                session: c.session,
-                build_key: c.build_key.clone(),
-                result: c.result.clone(),
-            });
+            // A build's record is reused by every later job of its key, so only a verdict on
+            // the build itself is recorded: an artifact, or a fault of the tuned code. A
+            // failure of the machinery (a store that was unreachable, a compiler missing on one
+            // host) says nothing about the build; its jobs are retried, within their bound.
+            let verdict = match &c.result {
+                Ok(_) => true,
+                Err((kind, _)) => kind.is_candidate_fault(),
+            };
+            if verdict {
+                plan.builds.push(BuildRecord {
+                    session: c.session,
+                    build_key: c.build_key.clone(),
+                    result: c.result.clone(),
+                });
+            }
             for r in &c.jobs {
                 match &c.result {
                     Ok(hash) => plan.changes.extend(from_either(
@@ -288,6 +365,66 @@ mod tests {
             .all(|c| c.transition.to == JobState::Compiled
                 && c.transition.count_retry
                 && c.result.is_none()));
+    }
+
+    #[test]
+    fn an_infrastructure_failure_of_a_build_is_retried_and_never_recorded() {
+        let reply = ReplyBody::Compiled(CompileReply {
+            session: SessionId(1),
+            jobs: vec![r(1, 1), r(2, 1)],
+            build_key: "k".into(),
+            result: Err((FailureKind::Infrastructure, "store unreachable".into())),
+            worker: "w".into(),
+            duration_ms: 5,
+        });
+        let plan = plan_reply(&reply, LEASES, 7);
+        assert!(plan.builds.is_empty(), "no build record to reuse");
+        assert!(plan.changes.iter().all(|c| c.transition.to == JobState::New
+            && c.transition.count_retry
+            && c.result.is_none()));
+    }
+
+    fn measured(time_us: f64, samples: Vec<f64>) -> ReplyBody {
+        ReplyBody::Evaluated(EvalReply {
+            session: SessionId(1),
+            outcomes: vec![(
+                r(5, 2),
+                Outcome::Measured(Measurement {
+                    time_us,
+                    samples_us: samples,
+                    workspace: 0,
+                    details: Default::default(),
+                }),
+            )],
+            worker: "w".into(),
+            device: "cpu".into(),
+        })
+    }
+
+    #[test]
+    fn impossible_replies_are_refused_with_a_reason() {
+        assert_eq!(check_reply(&measured(3.0, vec![3.0])), Ok(()));
+        for t in [-1.0, 0.0, f64::NAN, f64::INFINITY] {
+            let err = check_reply(&measured(t, vec![3.0])).unwrap_err();
+            assert!(err.contains("finite and positive"), "{t}: {err}");
+        }
+        assert!(check_reply(&measured(3.0, vec![f64::NAN])).is_err());
+        let empty = ReplyBody::Started {
+            session: SessionId(1),
+            phase: Phase::Eval,
+            jobs: vec![],
+            worker: "w".into(),
+        };
+        assert!(check_reply(&empty).unwrap_err().contains("no job"));
+        let odd = ReplyBody::Compiled(CompileReply {
+            session: SessionId(1),
+            jobs: vec![r(1, 1)],
+            build_key: "k".into(),
+            result: Ok("a b".into()),
+            worker: "w".into(),
+            duration_ms: 5,
+        });
+        assert!(check_reply(&odd).is_err());
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! Scheduler tests: a compile result dispatching its eval in the same write (real SQLite store,
-//! in-process bus), and how held-back "started" notices and results are planned.
+//! Scheduler tests (real SQLite store, in-process bus): a compile result dispatching its eval in
+//! the same write; replies settled one by one (forged, impossible, unknown-session and stale
+//! replies dead-lettered alone while the good ones apply); a store outage during apply.
+//! (How "started" notices and results are planned: `started.rs`.)
 
 use super::*;
-use shoal_model::{JobId, JobState::*};
+use shoal_model::JobState::*;
 
 /// A compile result dispatches its jobs' evals in the same transaction: one compare-and-set
 /// per job from `compile_queued` to `eval_queued` (attempt 2) and an eval request published
@@ -70,6 +72,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
     let ns = Namespace::new("chain").unwrap();
     let bus = MemoryBus::new(ns.clone());
     let (_trigger, signal) = crate::shutdown::channel();
+    let stop = signal.clone();
     let drain = crate::shutdown::Drain::new();
     let scheduler = Scheduler::new(
         Arc::new(store.clone()),
@@ -88,7 +91,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
     let compile_queue = ns.compile_queue("noop_build", "x86_64");
     let mut compiles = bus.consume(&compile_queue, 8).await.unwrap();
     let d = compiles.next().await.unwrap().unwrap();
-    let Ok(Message::Compile(req)) = envelope::decode(&d.payload) else {
+    let Ok(Message::Compile(req)) = bus.codec().decode(&d.payload) else {
         panic!("not a compile request");
     };
     assert_eq!(req.jobs.len(), 3);
@@ -111,7 +114,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
         crate::publish(&*bus, &results, &reply).await.unwrap();
     }
     let first = replies.next().await.unwrap().unwrap();
-    inner.apply_deliveries(vec![first]).await.unwrap();
+    inner.apply_deliveries(vec![first], &stop).await.unwrap();
 
     for r in &req.jobs {
         let j = store.job(r.job).await.unwrap().unwrap();
@@ -125,7 +128,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
     assert_eq!(bus.queue_depth(&eval_queue).await.unwrap(), 1);
     let mut evals = bus.consume(&eval_queue, 8).await.unwrap();
     let d = evals.next().await.unwrap().unwrap();
-    let Ok(Message::Eval(eval)) = envelope::decode(&d.payload) else {
+    let Ok(Message::Eval(eval)) = bus.codec().decode(&d.payload) else {
         panic!("not an eval request");
     };
     d.ack().await.unwrap();
@@ -149,10 +152,13 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
         .collect();
     assert_eq!(items, want);
 
-    // The same reply again: stale, nothing written, nothing published.
+    // The same reply again: stale, nothing written, nothing published; dead-lettered as such.
     let again = replies.next().await.unwrap().unwrap();
-    inner.apply_deliveries(vec![again]).await.unwrap();
+    inner.apply_deliveries(vec![again], &stop).await.unwrap();
     assert_eq!(bus.queue_depth(&eval_queue).await.unwrap(), 0);
+    let dead = dead_reasons(&*bus).await;
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].contains("stale compile result"), "{dead:?}");
     assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 3);
 
     // A job whose build is known goes from new to eval_queued in one dispatch.
@@ -170,7 +176,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
         "no build"
     );
     let d = evals.next().await.unwrap().unwrap();
-    let Ok(Message::Eval(eval)) = envelope::decode(&d.payload) else {
+    let Ok(Message::Eval(eval)) = bus.codec().decode(&d.payload) else {
         panic!("not an eval request");
     };
     d.ack().await.unwrap();
@@ -184,56 +190,254 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
     assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 4);
 }
 
-fn change(job: i64, from: shoal_model::JobState, to: shoal_model::JobState) -> Change {
-    Transition::new(JobId(job), from, 1, to).unwrap().into()
+/// The reasons of every message in the namespace's dead-letter queue.
+async fn dead_reasons(bus: &dyn shoal_bus::Bus) -> Vec<String> {
+    let dead = bus.namespace().dead_letter_queue();
+    let mut consumer = bus.consume(&dead, 64).await.unwrap();
+    let mut reasons = Vec::new();
+    while let Ok(Some(d)) = tokio::time::timeout(Duration::from_millis(50), consumer.next()).await {
+        let d = d.unwrap();
+        reasons.push(d.dead_reason.clone().unwrap_or_default());
+        d.ack().await.unwrap();
+    }
+    reasons
 }
 
-#[test]
-fn started_notices_are_held_back_and_results_take_one_path() {
-    let mut notices = StartedNotices::default();
-    let s = SessionId(1);
-    let t0 = Instant::now();
-    // A notice and its result in one batch: no notice written, only the queued path tried.
-    let (out, _) = notices.sift(
-        vec![
-            change(1, EvalQueued, Evaluating),
-            change(1, Evaluating, Evaluated),
-            change(1, EvalQueued, Evaluated),
-        ],
-        vec![s; 3],
-        t0,
+/// A session with `n` jobs of one build, in a fresh in-memory SQLite store.
+async fn session_with_jobs(n: usize) -> (shoal_store::SqliteStore, SessionId) {
+    use shoal_model::{NewConfig, NewJob, NewSession, NewSolver, Params};
+    let store = shoal_store::SqliteStore::open_in_memory().unwrap();
+    store.migrate().await.unwrap();
+    let session = store
+        .create_session(&NewSession {
+            reason: "replies".into(),
+            arch: "x86_64".into(),
+            num_cu: 2,
+            backend: "noop".into(),
+            spec: String::new(),
+            spec_path: String::new(),
+            library_version: String::new(),
+            driver_version: String::new(),
+            max_retries: 3,
+        })
+        .await
+        .unwrap();
+    let config = store
+        .upsert_configs(&[NewConfig {
+            kind: "noop".into(),
+            key: "noop".into(),
+            params: Params::new(),
+            tags: vec![],
+        }])
+        .await
+        .unwrap()[0]
+        .0;
+    let solver = store
+        .upsert_solvers(&[NewSolver {
+            name: "noop".into(),
+            tunable: true,
+        }])
+        .await
+        .unwrap()[0]
+        .id;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob {
+            session,
+            config,
+            solver,
+            compile_step: "noop_build".into(),
+            eval_step: "noop_run".into(),
+            build_key: "noop:B=1".into(),
+            compile_params: Params::from_key("B=1").unwrap(),
+            run_params: Params::from_key(&format!("R={i}")).unwrap(),
+        })
+        .collect();
+    store.insert_jobs(&jobs).await.unwrap();
+    (store, session)
+}
+
+/// A Scheduler over `store` and a fresh bus, its compile request dispatched and taken.
+async fn dispatched(
+    store: Arc<dyn Store>,
+    session: SessionId,
+) -> (
+    Arc<Inner>,
+    Arc<shoal_bus::MemoryBus>,
+    shoal_model::message::CompileRequest,
+    Signal,
+    crate::shutdown::Drain,
+) {
+    use shoal_bus::Bus;
+    let ns = shoal_model::queue::Namespace::new("replies").unwrap();
+    let bus = shoal_bus::MemoryBus::new(ns.clone());
+    let (_trigger, signal) = crate::shutdown::channel();
+    let drain = crate::shutdown::Drain::new();
+    let scheduler = Scheduler::new(
+        store,
+        bus.clone(),
+        SessionBackends::default(),
+        SchedulerConfig {
+            sessions: vec![session],
+            eval_batch: 8,
+            ..SchedulerConfig::default()
+        },
+        signal.clone(),
+        drain.guard(),
     );
-    assert_eq!(out.len(), 1);
-    assert_eq!(out[0].transition.from, EvalQueued);
-    // A notice alone is held, then written once it is old enough.
-    let (out, _) = notices.sift(vec![change(2, EvalQueued, Evaluating)], vec![s], t0);
-    assert!(out.is_empty());
-    let later = t0 + STARTED_DEBOUNCE;
-    let (out, _) = notices.sift(vec![], vec![], later);
-    assert_eq!(out.len(), 1);
-    assert_eq!(out[0].transition.to, Evaluating);
-    // Its result now takes only the started path.
-    let (out, _) = notices.sift(
+    let inner = scheduler.inner.clone();
+    assert!(inner.dispatch_compile(session).await.unwrap());
+    let mut compiles = bus
+        .consume(&ns.compile_queue("noop_build", "x86_64"), 8)
+        .await
+        .unwrap();
+    let d = compiles.next().await.unwrap().unwrap();
+    let Ok(Message::Compile(req)) = bus.codec().decode(&d.payload) else {
+        panic!("not a compile request");
+    };
+    d.ack().await.unwrap();
+    bus.declare_queue(&ns.results_queue(), &QueueOptions { delivery_limit: 5 })
+        .await
+        .unwrap();
+    (inner, bus, req, signal, drain)
+}
+
+/// One batch holding a forged reply (signed with another key), a reply for a session that does
+/// not exist, a reply with a negative time and the genuine compile result: the three bad ones
+/// are dead-lettered, each with its own reason, and the genuine one applies.
+#[tokio::test]
+async fn bad_replies_are_dead_lettered_alone_and_the_good_ones_apply() {
+    use shoal_bus::Bus;
+    use shoal_model::message::{CompileReply, EvalReply, ReplyBody};
+    use shoal_model::{FailureKind, Measurement, Outcome};
+    let (store, session) = session_with_jobs(2).await;
+    let (inner, bus, req, stop, _drain) = dispatched(Arc::new(store.clone()), session).await;
+    let results = bus.namespace().results_queue();
+    let compiled = |session, result| {
+        Message::Reply(ReplyBody::Compiled(CompileReply {
+            session,
+            jobs: req.jobs.clone(),
+            build_key: req.build_key.clone(),
+            result,
+            worker: "cc".into(),
+            duration_ms: 1,
+        }))
+    };
+    let stranger = shoal_model::envelope::Codec::new(&[9u8; 32]).unwrap();
+    let forged = stranger.encode(&compiled(
+        session,
+        Err((FailureKind::BuildFailed, "forged".into())),
+    ));
+    let negative = Message::Reply(ReplyBody::Evaluated(EvalReply {
+        session,
+        outcomes: vec![(
+            req.jobs[0],
+            Outcome::Measured(Measurement {
+                time_us: -5.0,
+                samples_us: vec![],
+                workspace: 0,
+                details: Default::default(),
+            }),
+        )],
+        worker: "ev".into(),
+        device: "cpu".into(),
+    }));
+    bus.publish(
+        &results,
         vec![
-            change(2, Evaluating, Evaluated),
-            change(2, EvalQueued, Evaluated),
+            forged,
+            bus.codec()
+                .encode(&compiled(SessionId(999), Ok("sha256:x".into()))),
+            bus.codec().encode(&negative),
+            bus.codec()
+                .encode(&compiled(session, Ok("sha256:art".into()))),
         ],
-        vec![s; 2],
-        later,
+    )
+    .await
+    .unwrap();
+    let mut consumer = bus.consume(&results, 8).await.unwrap();
+    let mut batch = Vec::new();
+    for _ in 0..4 {
+        batch.push(consumer.next().await.unwrap().unwrap());
+    }
+    inner.apply_deliveries(batch, &stop).await.unwrap();
+    for r in &req.jobs {
+        let j = store.job(r.job).await.unwrap().unwrap();
+        assert_eq!(j.state, EvalQueued, "the genuine result applied");
+        assert_eq!(j.artifact.as_deref(), Some("sha256:art"));
+    }
+    let dead = dead_reasons(&*bus).await;
+    assert_eq!(dead.len(), 3, "{dead:?}");
+    assert!(dead[0].contains("bad signature"), "{dead:?}");
+    assert!(dead[1].contains("session 999"), "{dead:?}");
+    assert!(dead[2].contains("finite and positive"), "{dead:?}");
+    assert_eq!(bus.queue_depth(&results).await.unwrap(), 0);
+}
+
+/// A store that refuses `apply` the first `failures` times, as an unreachable database does.
+struct Unreachable {
+    inner: Arc<dyn Store>,
+    failures: std::sync::atomic::AtomicU32,
+}
+
+shoal_store::delegating_store! {
+    impl Store for Unreachable {
+        delegate to inner;
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        async fn apply(&self, batch: &Batch) -> shoal_store::Result<Vec<bool>> {
+            use std::sync::atomic::Ordering;
+            if self
+                .failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(StoreError::backend(
+                    "apply",
+                    std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "database down"),
+                ));
+            }
+            self.inner.apply(batch).await
+        }
+    }
+}
+
+/// The database is unreachable while a reply is applied: the reply is held and retried with
+/// backoff, then applied and acked once; nothing is dead-lettered or given back.
+#[tokio::test]
+async fn a_store_outage_during_apply_holds_the_replies_and_retries() {
+    use shoal_bus::Bus;
+    use shoal_model::message::{CompileReply, ReplyBody};
+    let (store, session) = session_with_jobs(2).await;
+    let flaky = Arc::new(Unreachable {
+        inner: Arc::new(store.clone()),
+        failures: std::sync::atomic::AtomicU32::new(0),
+    });
+    let (inner, bus, req, stop, _drain) = dispatched(flaky.clone(), session).await;
+    flaky.failures.store(3, std::sync::atomic::Ordering::SeqCst);
+    let results = bus.namespace().results_queue();
+    let reply = Message::Reply(ReplyBody::Compiled(CompileReply {
+        session,
+        jobs: req.jobs.clone(),
+        build_key: req.build_key.clone(),
+        result: Ok("sha256:art".into()),
+        worker: "cc".into(),
+        duration_ms: 1,
+    }));
+    crate::publish(&*bus, &results, &reply).await.unwrap();
+    let mut consumer = bus.consume(&results, 8).await.unwrap();
+    let d = consumer.next().await.unwrap().unwrap();
+    assert_eq!(d.delivery_count, 1);
+    inner.apply_deliveries(vec![d], &stop).await.unwrap();
+    assert_eq!(flaky.failures.load(std::sync::atomic::Ordering::SeqCst), 0);
+    for r in &req.jobs {
+        let j = store.job(r.job).await.unwrap().unwrap();
+        assert_eq!((j.state, j.attempt), (EvalQueued, 2));
+    }
+    assert!(dead_reasons(&*bus).await.is_empty());
+    assert_eq!(
+        bus.queue_depth(&results).await.unwrap(),
+        0,
+        "acked, not given back"
     );
-    assert_eq!(out.len(), 1);
-    assert_eq!(out[0].transition.from, Evaluating);
-    // Unknown jobs (a restarted Scheduler) keep both alternatives.
-    let (out, _) = notices.sift(
-        vec![
-            change(3, Evaluating, Evaluated),
-            change(3, EvalQueued, Evaluated),
-        ],
-        vec![s; 2],
-        later,
-    );
-    assert_eq!(out.len(), 2);
-    // Shutdown writes what is held.
-    notices.sift(vec![change(4, CompileQueued, Compiling)], vec![s], later);
-    assert_eq!(notices.drain().0.len(), 1);
 }

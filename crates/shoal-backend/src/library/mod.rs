@@ -141,6 +141,7 @@ impl Runner {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        crate::child_env::scrub(&mut cmd);
         process::limit_child(&mut cmd, ctx.cpu)?;
         let mut child = cmd.spawn()?;
         let pid = child

@@ -89,14 +89,25 @@
 //! columns, whose values must then be integers. A candidate is kept when every rule holds; a
 //! rule that divides by zero or overflows does not hold. A shape for which the rules leave no
 //! candidate is reported in [`TuningSpec::warnings`].
+//!
+//! **Limits.** A spec is untrusted input, so loading it is bounded ([`Limits`]): the spec file
+//! and each shapes CSV at most 16 MiB, each source at most 64 MiB, all of them regular files;
+//! and the candidate space (the product of every parameter's value count, times the shapes) is
+//! counted before any of it is built and refused above `max_candidates` (default 1,000,000;
+//! `shoal tune`/`shoal check --max-candidates N` raise it).
 
+mod check;
 mod commands;
 mod error;
+mod files;
 mod raw;
 mod shapes;
+mod space;
 mod template;
 mod validate;
 
+#[cfg(test)]
+mod limit_tests;
 #[cfg(test)]
 mod tests;
 
@@ -109,8 +120,10 @@ use sha2::{Digest, Sha256};
 use shoal_model::Params;
 
 use crate::expr::Expr;
+pub use check::shown;
 pub use commands::find_program;
 pub use error::{line_col, SpecError};
+pub use files::{MAX_SHAPES_BYTES, MAX_SOURCE_BYTES, MAX_SPEC_BYTES};
 pub use template::{Piece, Template};
 
 /// Placeholder names that are not parameters.
@@ -304,16 +317,55 @@ pub struct Rule {
     pub expr: Expr,
 }
 
-/// Reads the spec file at `path` (and the CSV and sources it names) and checks it.
-pub fn load(path: &Path) -> Result<TuningSpec, SpecError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| SpecError::file(path, format!("cannot read the spec: {e}")))?;
-    parse(&text, path)
+/// The default of [`Limits::max_candidates`].
+pub const DEFAULT_MAX_CANDIDATES: u64 = 1_000_000;
+
+/// How much work and memory loading a spec may take. A spec may come from anyone, and
+/// `{ range = [1, 100000] }` in a few parameters is a space no machine can enumerate: the
+/// space is counted first, and the files are read only if they are regular and small enough.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The most candidates (compile sets × run sets × shapes, before the rules) a spec may
+    /// produce.
+    pub max_candidates: u64,
+    /// The largest file each `sources` entry may be.
+    pub max_source_bytes: u64,
+    /// The largest the `shapes_csv` file may be.
+    pub max_shapes_bytes: u64,
 }
 
-/// Parses and checks spec text; `path` is used in messages and to resolve relative files.
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_candidates: DEFAULT_MAX_CANDIDATES,
+            max_source_bytes: MAX_SOURCE_BYTES,
+            max_shapes_bytes: MAX_SHAPES_BYTES,
+        }
+    }
+}
+
+/// Reads the spec file at `path` (and the CSV and sources it names) and checks it, under the
+/// default [`Limits`].
+pub fn load(path: &Path) -> Result<TuningSpec, SpecError> {
+    load_with(path, &Limits::default())
+}
+
+/// [`load`] under the given limits.
+pub fn load_with(path: &Path, limits: &Limits) -> Result<TuningSpec, SpecError> {
+    let text = files::read_limited_text(path, MAX_SPEC_BYTES)
+        .map_err(|e| SpecError::file(path, format!("the spec {e}")))?;
+    parse_with(&text, path, limits)
+}
+
+/// Parses and checks spec text under the default [`Limits`]; `path` is used in messages and
+/// to resolve relative files.
 pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
-    validate::parse(text, path)
+    parse_with(text, path, &Limits::default())
+}
+
+/// [`parse`] under the given limits.
+pub fn parse_with(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, SpecError> {
+    validate::parse(text, path, limits)
 }
 
 /// Every combination of `defs`' values, in order (the last parameter varies fastest).

@@ -153,11 +153,52 @@ pub fn timeout(
 /// The most values one parameter may take.
 pub const MAX_VALUES: i64 = 100_000;
 
+/// The values of one parameter as written, checked but not expanded: a range or a `pow2` is
+/// kept as its bounds, so that the candidate space can be counted (and refused) before any
+/// value list is built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ValueSet {
+    /// A list (or one scalar), already in memory as TOML.
+    List(Vec<String>),
+    /// `count` values `first, first + step, …`.
+    Range { first: i64, step: i64, count: u64 },
+    /// `count` powers of two from `first` (itself a power of two).
+    Pow2 { first: i64, count: u64 },
+}
+
+impl ValueSet {
+    /// How many values the set has.
+    pub fn count(&self) -> u64 {
+        match self {
+            ValueSet::List(values) => values.len() as u64,
+            ValueSet::Range { count, .. } | ValueSet::Pow2 { count, .. } => *count,
+        }
+    }
+
+    /// The values as text, in order.
+    pub fn expand(self) -> Vec<String> {
+        match self {
+            ValueSet::List(values) => values,
+            ValueSet::Range { first, step, count } => (0..count as i64)
+                .map(|i| (first + i * step).to_string())
+                .collect(),
+            ValueSet::Pow2 { first, count } => (0..count as u32)
+                .map(|i| (first << i).to_string())
+                .collect(),
+        }
+    }
+}
+
 /// The values of one parameter: a list, a scalar, `{ range = [lo, hi], step = s }` or
-/// `{ pow2 = [lo, hi] }`. Returns text values, or an error message (the caller adds the place).
-pub fn param_values(value: &Value) -> Result<Vec<String>, String> {
+/// `{ pow2 = [lo, hi] }`, checked and counted but not expanded (see [`ValueSet`]). The error is
+/// a message; the caller adds the place.
+pub fn value_set(value: &Value) -> Result<ValueSet, String> {
     match value {
-        Value::Array(items) => items.iter().map(scalar).collect(),
+        Value::Array(items) => items
+            .iter()
+            .map(scalar)
+            .collect::<Result<_, _>>()
+            .map(ValueSet::List),
         Value::Table(t) => {
             let pair = |key: &str| -> Result<Option<(i64, i64)>, String> {
                 let Some(v) = t.get(key) else { return Ok(None) };
@@ -187,9 +228,11 @@ pub fn param_values(value: &Value) -> Result<Vec<String>, String> {
                     if count > MAX_VALUES as i128 {
                         return Err(format!("{count} values; at most {MAX_VALUES} are allowed"));
                     }
-                    Ok((0..count as i64)
-                        .map(|i| (lo + i * step).to_string())
-                        .collect())
+                    Ok(ValueSet::Range {
+                        first: lo,
+                        step,
+                        count: count as u64,
+                    })
                 }
                 (None, Some((lo, hi))) => {
                     if t.contains_key("step") {
@@ -204,16 +247,8 @@ pub fn param_values(value: &Value) -> Result<Vec<String>, String> {
                     if lo > hi {
                         return Err(format!("empty range: {lo} is above {hi}"));
                     }
-                    let mut values = Vec::new();
-                    let mut v = lo;
-                    while v <= hi {
-                        values.push(v.to_string());
-                        match v.checked_mul(2) {
-                            Some(next) => v = next,
-                            None => break,
-                        }
-                    }
-                    Ok(values)
+                    let count = u64::from(hi.trailing_zeros() - lo.trailing_zeros()) + 1;
+                    Ok(ValueSet::Pow2 { first: lo, count })
                 }
                 (Some(_), Some(_)) => Err("give either `range` or `pow2`, not both".into()),
                 (None, None) => {
@@ -221,7 +256,7 @@ pub fn param_values(value: &Value) -> Result<Vec<String>, String> {
                 }
             }
         }
-        other => Ok(vec![scalar(other)?]),
+        other => Ok(ValueSet::List(vec![scalar(other)?])),
     }
 }
 

@@ -343,7 +343,7 @@ fn run_and_output_errors() {
         "sources = [\"gemm.c\", \"nope.c\"]",
     ));
     assert!(
-        e.starts_with("spec.toml:3: sources[1]: cannot read `nope.c`"),
+        e.starts_with("spec.toml:3: sources[1]: `nope.c` cannot be read"),
         "{e}"
     );
 }
@@ -354,7 +354,7 @@ fn shape_errors() {
     assert!(e.starts_with("spec.toml: shapes: no shapes"), "{e}");
     let e = err_of(&BASE.replace("shapes.csv", "missing.csv"));
     assert!(
-        e.starts_with("spec.toml:9: shapes_csv: cannot read `missing.csv`"),
+        e.starts_with("spec.toml:9: shapes_csv: `missing.csv` cannot be read"),
         "{e}"
     );
     let (dir, r) = load_with(

@@ -12,10 +12,12 @@ use toml::Spanned;
 
 use super::commands::{check_program, placeholder_rule, templates};
 use super::error::{Ctx, SpecError};
-use super::raw::{self, check_value, in_file_order, RawOutput, RawSpec, SpannedTable};
+use super::files::{read_limited, read_limited_text};
+use super::raw::{self, RawOutput, RawSpec};
 use super::shapes::{self, is_ident, Shapes};
+use super::space::{check_space, expand, plan_params, space};
 use super::{
-    BuildSpec, DeviceClass, OutputSpec, ParamDef, Rule, RunMode, RunSpec, Statistic, TimeUnit,
+    BuildSpec, DeviceClass, Limits, OutputSpec, Rule, RunMode, RunSpec, Statistic, TimeUnit,
     TuningSpec,
 };
 use crate::expr::Expr;
@@ -81,39 +83,7 @@ fn toml_error(path: &Path, text: &str, e: toml::de::Error, label: &str) -> SpecE
     }
 }
 
-fn params(
-    ctx: Ctx,
-    section: &str,
-    table: &SpannedTable,
-    origin: Origin,
-    names: &mut HashMap<String, (Origin, Range<usize>)>,
-) -> Result<Vec<ParamDef>, SpecError> {
-    let mut defs = Vec::new();
-    for (key, value) in in_file_order(table) {
-        let name = key.get_ref();
-        let field = format!("params.{section}.{name}");
-        check_name(ctx, name, key.span(), &field, origin, names)?;
-        let values =
-            raw::param_values(value.get_ref()).map_err(|m| ctx.at(value.span(), &field, m))?;
-        if values.is_empty() {
-            return Err(ctx.at(value.span(), &field, "no values"));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for v in &values {
-            check_value(v).map_err(|m| ctx.at(value.span(), &field, m))?;
-            if !seen.insert(v) {
-                return Err(ctx.at(value.span(), &field, format!("value `{v}` appears twice")));
-            }
-        }
-        defs.push(ParamDef {
-            name: name.clone(),
-            values,
-        });
-    }
-    Ok(defs)
-}
-
-fn check_name(
+pub(super) fn check_name(
     ctx: Ctx,
     name: &str,
     span: Range<usize>,
@@ -203,7 +173,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
+pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, SpecError> {
     let ctx = Ctx { path, text };
     // Syntax first, so that those errors say so; then the schema (unknown and missing keys,
     // wrong types), whose messages name the key.
@@ -226,29 +196,35 @@ pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
         ));
     }
 
-    // Sources: read and hash now, so the build identity is fixed at load.
-    let mut source_hashes = Vec::new();
-    for (i, src) in raw.sources.iter().enumerate() {
-        let bytes = std::fs::read(dir.join(src.get_ref())).map_err(|e| {
-            ctx.at(
-                src.span(),
-                format!("sources[{i}]"),
-                format!("cannot read `{}`: {e}", src.get_ref()),
-            )
-        })?;
-        source_hashes.push((src.get_ref().clone(), sha256_hex(&bytes)));
-    }
-
-    // Parameters and shape columns share one namespace.
+    // Parameters and shape columns share one namespace. The space is counted before any
+    // value list is built or any other file is read.
     let mut names = HashMap::new();
-    let compile_params = params(
+    let compile_plan = plan_params(
         ctx,
         "compile",
         &raw.params.compile,
         Origin::Compile,
         &mut names,
     )?;
-    let run_params = params(ctx, "run", &raw.params.run, Origin::Run, &mut names)?;
+    let run_plan = plan_params(ctx, "run", &raw.params.run, Origin::Run, &mut names)?;
+    let (compile_count, run_count) = (space(&compile_plan), space(&run_plan));
+    check_space(ctx, limits, compile_count, run_count, None)?;
+    let compile_params = expand(ctx, compile_plan)?;
+    let run_params = expand(ctx, run_plan)?;
+
+    // Sources: read and hash now, so the build identity is fixed at load.
+    let mut source_hashes = Vec::new();
+    for (i, src) in raw.sources.iter().enumerate() {
+        let bytes =
+            read_limited(&dir.join(src.get_ref()), limits.max_source_bytes).map_err(|e| {
+                ctx.at(
+                    src.span(),
+                    format!("sources[{i}]"),
+                    format!("`{}` {e}", src.get_ref()),
+                )
+            })?;
+        source_hashes.push((src.get_ref().clone(), sha256_hex(&bytes)));
+    }
 
     let (shapes, shapes_csv): (Shapes, Option<PathBuf>) = match (&raw.shapes, &raw.shapes_csv) {
         (Some(_), Some(csv)) => {
@@ -268,16 +244,19 @@ pub fn parse(text: &str, path: &Path) -> Result<TuningSpec, SpecError> {
         (None, Some(csv)) => {
             let file = dir.join(csv.get_ref());
             let shown = shown_path(path, csv.get_ref());
-            let csv_text = std::fs::read_to_string(&file).map_err(|e| {
-                ctx.at(
-                    csv.span(),
-                    "shapes_csv",
-                    format!("cannot read `{}`: {e}", csv.get_ref()),
-                )
+            let csv_text = read_limited_text(&file, limits.max_shapes_bytes).map_err(|e| {
+                ctx.at(csv.span(), "shapes_csv", format!("`{}` {e}", csv.get_ref()))
             })?;
             (shapes::csv_text(&csv_text, &shown)?, Some(file))
         }
     };
+    check_space(
+        ctx,
+        limits,
+        compile_count,
+        run_count,
+        Some(shapes.rows.len()),
+    )?;
     warnings.extend(shapes.warnings.iter().cloned());
     let shape_span = raw
         .shapes

@@ -107,6 +107,9 @@ pub struct RabbitOptions {
     pub backoff_min: Duration,
     pub backoff_max: Duration,
     pub tls: TlsOptions,
+    /// Signs and verifies messages: the deployment's key (`SHOAL_HMAC_KEY_FILE`). The default
+    /// is a random key, which only suits a bus whose publishers and consumers share a process.
+    pub codec: shoal_model::envelope::Codec,
 }
 
 impl Default for RabbitOptions {
@@ -119,6 +122,7 @@ impl Default for RabbitOptions {
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             tls: TlsOptions::default(),
+            codec: crate::random_codec(),
         }
     }
 }
@@ -238,6 +242,10 @@ impl RabbitBus {
 impl Bus for RabbitBus {
     fn namespace(&self) -> &Namespace {
         &self.shared.ns
+    }
+
+    fn codec(&self) -> &shoal_model::envelope::Codec {
+        &self.shared.options.codec
     }
 
     async fn declare_queue(&self, name: &str, options: &QueueOptions) -> Result<()> {

@@ -145,17 +145,22 @@ pub const JOBS_IN_STATE: &str = concat!(
 );
 
 /// Hot: the last four parameters are the in-flight state names (from `JobState::is_in_flight`).
+///
+/// The index is forced: with `ORDER BY id` MariaDB's optimizer sometimes prefers walking the
+/// whole primary key to sorting a few rows, depending on the table's statistics at the time
+/// (seen on CI with 5,767 rows). Sorting the in-flight rows of one session is always cheaper.
 pub const IN_FLIGHT: &str = concat!(
     "SELECT ",
     job_columns!(),
-    " FROM job WHERE session_id = ? AND state IN (?, ?, ?, ?) ORDER BY id"
+    " FROM job FORCE INDEX (job_by_state) WHERE session_id = ? AND state IN (?, ?, ?, ?) ORDER BY id"
 );
 
 /// Hot: the lease sweep, across sessions. The first four parameters are the in-flight states.
+/// The index is forced for the reason given at [`IN_FLIGHT`].
 pub const EXPIRED_LEASES: &str = concat!(
     "SELECT ",
     job_columns!(),
-    " FROM job WHERE state IN (?, ?, ?, ?) AND lease_deadline_ms < ? \
+    " FROM job FORCE INDEX (job_by_lease) WHERE state IN (?, ?, ?, ?) AND lease_deadline_ms < ? \
      ORDER BY lease_deadline_ms, id LIMIT ?"
 );
 

@@ -1,0 +1,275 @@
+//! "Started" notices, held back, and what the Scheduler knows for certain about them.
+//!
+//! A worker says "started" when it takes a job, and replies with the result when it is done.
+//! Writing every notice would cost a row write per job for work that often finishes in
+//! milliseconds, so notices are held back for [`STARTED_DEBOUNCE`]: work that finishes sooner
+//! never shows as compiling or evaluating, and work that takes longer gets its state and renewed
+//! lease a second late.
+//!
+//! A result is planned as two compare-and-sets, one from the queued state and one from the
+//! started state (see [`plan`](super::plan)); at most one can match. When this Scheduler *knows*
+//! which state the job is in, it sends only the one that can match, which the store writes as
+//! one guarded `UPDATE`. It knows only what it has seen committed ([`StartedNotices::committed`]):
+//! - it queued this attempt itself and has not committed a started notice for it: the job is
+//!   queued (no one else writes job state);
+//! - it committed the started notice for this attempt: the job is started.
+//!
+//! Anything else — a Scheduler restarted midway, a duplicate notice after a redelivery, a notice
+//! whose write failed — keeps both alternatives, so a result is never dropped for want of
+//! knowledge. (An earlier version inferred "queued" from a notice being held, and a duplicate
+//! notice after a redelivery made it drop the real result.)
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use shoal_model::{JobId, JobState, Transition};
+use shoal_store::Change;
+
+/// How long a "started" notice is held back before it is written.
+pub(crate) const STARTED_DEBOUNCE: Duration = Duration::from_millis(1000);
+
+/// A job at an attempt.
+type Key = (JobId, u32);
+
+/// Held-back notices, with a tag of the caller's (the session) carried along.
+pub(crate) struct StartedNotices<T> {
+    pending: HashMap<Key, (Instant, Change, T)>,
+    /// Attempts this Scheduler queued, whose started notice is not committed.
+    queued: HashSet<Key>,
+    /// Attempts whose started notice this Scheduler committed.
+    started: HashSet<Key>,
+}
+
+impl<T> Default for StartedNotices<T> {
+    fn default() -> Self {
+        StartedNotices {
+            pending: HashMap::new(),
+            queued: HashSet::new(),
+            started: HashSet::new(),
+        }
+    }
+}
+
+/// Whether a change is a "started" notice (queued → started).
+pub(crate) fn is_started_edge(t: &Transition) -> bool {
+    use JobState::*;
+    matches!(
+        (t.from, t.to),
+        (CompileQueued, Compiling) | (EvalQueued, Evaluating)
+    )
+}
+
+fn is_queued(s: JobState) -> bool {
+    matches!(s, JobState::CompileQueued | JobState::EvalQueued)
+}
+
+fn is_started(s: JobState) -> bool {
+    matches!(s, JobState::Compiling | JobState::Evaluating)
+}
+
+impl<T> StartedNotices<T> {
+    /// Takes a batch of planned changes (with their tags): holds back started notices, drops
+    /// the alternative of a result that certainly cannot match, and adds the notices held long
+    /// enough.
+    pub(crate) fn sift(
+        &mut self,
+        changes: Vec<Change>,
+        tags: Vec<T>,
+        now: Instant,
+    ) -> (Vec<Change>, Vec<T>) {
+        let mut out = Vec::with_capacity(changes.len());
+        let mut out_tags = Vec::with_capacity(changes.len());
+        let mut finished = HashSet::new();
+        for (c, tag) in changes.into_iter().zip(tags) {
+            let t = &c.transition;
+            let key = (t.job, t.attempt);
+            if is_started_edge(t) {
+                self.pending.entry(key).or_insert((now, c, tag));
+                continue;
+            }
+            if is_queued(t.from) || is_started(t.from) {
+                finished.insert(key);
+                let notice_committed = self.started.contains(&key);
+                let surely_queued = self.queued.contains(&key) && !notice_committed;
+                if is_started(t.from) && surely_queued {
+                    continue;
+                }
+                if is_queued(t.from) && notice_committed {
+                    continue;
+                }
+            }
+            out.push(c);
+            out_tags.push(tag);
+        }
+        // A finished job's held notice would only be refused: forget it.
+        for key in finished {
+            self.pending.remove(&key);
+        }
+        let due: Vec<Key> = self
+            .pending
+            .iter()
+            .filter(|(_, (at, _, _))| now.duration_since(*at) >= STARTED_DEBOUNCE)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in due {
+            if let Some((_, c, tag)) = self.pending.remove(&key) {
+                out.push(c);
+                out_tags.push(tag);
+            }
+        }
+        (out, out_tags)
+    }
+
+    /// Learns from changes that were committed (`applied[i]` for `changes[i]`), in order: the
+    /// only source of what [`sift`](Self::sift) takes as certain.
+    pub(crate) fn committed(&mut self, changes: &[Change], applied: &[bool]) {
+        for (c, ok) in changes.iter().zip(applied) {
+            let t = &c.transition;
+            let key = (t.job, t.attempt);
+            if !ok {
+                // A notice refused means the job is not where this Scheduler thought: from
+                // here on, nothing about this attempt is certain.
+                if is_started_edge(t) {
+                    self.queued.remove(&key);
+                }
+                continue;
+            }
+            if is_queued(t.to) && !is_queued(t.from) {
+                self.queued.insert((t.job, t.next_attempt()));
+            } else if is_started_edge(t) {
+                self.started.insert(key);
+            } else if is_queued(t.from) || is_started(t.from) {
+                self.queued.remove(&key);
+                self.started.remove(&key);
+            }
+        }
+    }
+
+    /// Every held notice, now (shutdown).
+    pub(crate) fn drain(&mut self) -> (Vec<Change>, Vec<T>) {
+        let mut out = Vec::new();
+        let mut tags = Vec::new();
+        for (_, (_, c, tag)) in self.pending.drain() {
+            out.push(c);
+            tags.push(tag);
+        }
+        (out, tags)
+    }
+
+    /// Attempts tracked, for tests and bounds.
+    #[cfg(test)]
+    pub(crate) fn tracked(&self) -> usize {
+        self.queued.len() + self.started.len() + self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_model::JobState::*;
+
+    fn change(job: i64, from: JobState, attempt: u32, to: JobState) -> Change {
+        Transition::new(JobId(job), from, attempt, to)
+            .unwrap()
+            .into()
+    }
+
+    /// A result as planned: the started alternative, then the queued one.
+    fn result(job: i64, attempt: u32) -> Vec<Change> {
+        vec![
+            change(job, Evaluating, attempt, Evaluated),
+            change(job, EvalQueued, attempt, Evaluated),
+        ]
+    }
+
+    fn froms(out: &[Change]) -> Vec<JobState> {
+        out.iter().map(|c| c.transition.from).collect()
+    }
+
+    fn queue(n: &mut StartedNotices<()>, job: i64) {
+        // compiled (attempt 1) → eval_queued (attempt 2)
+        n.committed(&[change(job, Compiled, 1, EvalQueued)], &[true]);
+    }
+
+    #[test]
+    fn a_notice_and_its_result_together_take_the_queued_path() {
+        let mut n = StartedNotices::default();
+        let t0 = Instant::now();
+        queue(&mut n, 1);
+        let mut batch = vec![change(1, EvalQueued, 2, Evaluating)];
+        batch.extend(result(1, 2));
+        let (out, _) = n.sift(batch, vec![(); 3], t0);
+        assert_eq!(froms(&out), vec![EvalQueued]);
+        n.committed(&out, &[true]);
+        assert_eq!(n.tracked(), 0);
+    }
+
+    #[test]
+    fn a_committed_notice_sends_its_result_down_the_started_path() {
+        let mut n = StartedNotices::default();
+        let t0 = Instant::now();
+        queue(&mut n, 2);
+        let (out, _) = n.sift(vec![change(2, EvalQueued, 2, Evaluating)], vec![()], t0);
+        assert!(out.is_empty(), "held back");
+        let later = t0 + STARTED_DEBOUNCE;
+        let (out, _) = n.sift(vec![], vec![], later);
+        assert_eq!(out.len(), 1);
+        n.committed(&out, &[true]);
+        let (out, _) = n.sift(result(2, 2), vec![(); 2], later);
+        assert_eq!(froms(&out), vec![Evaluating]);
+    }
+
+    /// The bug this module's rules fix: a notice written, then a duplicate notice (the request
+    /// was redelivered), then the result. The result must still reach the store.
+    #[test]
+    fn a_duplicate_notice_never_drops_the_result() {
+        let mut n = StartedNotices::default();
+        let t0 = Instant::now();
+        queue(&mut n, 3);
+        n.sift(vec![change(3, EvalQueued, 2, Evaluating)], vec![()], t0);
+        let later = t0 + STARTED_DEBOUNCE;
+        let (out, _) = n.sift(vec![], vec![], later);
+        n.committed(&out, &[true]);
+        // The duplicate is held; the result arrives while it is.
+        let (out, _) = n.sift(vec![change(3, EvalQueued, 2, Evaluating)], vec![()], later);
+        assert!(out.is_empty());
+        let (out, _) = n.sift(result(3, 2), vec![(); 2], later);
+        assert_eq!(
+            froms(&out),
+            vec![Evaluating],
+            "the path that matches is kept"
+        );
+    }
+
+    /// A Scheduler restarted midway knows nothing of the jobs: both alternatives, whatever
+    /// notices arrive.
+    #[test]
+    fn without_knowledge_both_alternatives_are_kept() {
+        let mut n = StartedNotices::default();
+        let t0 = Instant::now();
+        n.sift(vec![change(4, EvalQueued, 2, Evaluating)], vec![()], t0);
+        let (out, _) = n.sift(result(4, 2), vec![(); 2], t0);
+        assert_eq!(froms(&out), vec![Evaluating, EvalQueued]);
+        // A notice refused by the store unsettles what was known.
+        let mut n = StartedNotices::default();
+        queue(&mut n, 5);
+        let later = t0 + STARTED_DEBOUNCE;
+        n.sift(vec![change(5, EvalQueued, 2, Evaluating)], vec![()], t0);
+        let (out, _) = n.sift(vec![], vec![], later);
+        n.committed(&out, &[false]);
+        let (out, _) = n.sift(result(5, 2), vec![(); 2], later);
+        assert_eq!(froms(&out), vec![Evaluating, EvalQueued]);
+    }
+
+    #[test]
+    fn shutdown_writes_what_is_held() {
+        let mut n: StartedNotices<u8> = StartedNotices::default();
+        n.sift(
+            vec![change(6, CompileQueued, 1, Compiling)],
+            vec![9],
+            Instant::now(),
+        );
+        let (out, tags) = n.drain();
+        assert_eq!((out.len(), tags), (1, vec![9]));
+    }
+}

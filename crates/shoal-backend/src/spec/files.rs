@@ -1,0 +1,135 @@
+//! Reading the files a spec names (the spec itself, its `sources`, its `shapes_csv`) without
+//! trusting them: each must be a regular file under a size limit, checked before a byte is
+//! read, and read through a bounded reader so that a file that grows meanwhile still cannot
+//! exhaust memory. `/dev/zero`, a FIFO (whose `open` would block until a writer comes) or a
+//! directory is an error that says what the path is.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// The largest spec file read.
+pub const MAX_SPEC_BYTES: u64 = 16 << 20;
+/// The largest `sources` file read (each is hashed into the build identity).
+pub const MAX_SOURCE_BYTES: u64 = 64 << 20;
+/// The largest `shapes_csv` file read.
+pub const MAX_SHAPES_BYTES: u64 = 16 << 20;
+
+/// What a path is, when it is not a regular file.
+fn kind(meta: &Metadata) -> Option<&'static str> {
+    let t = meta.file_type();
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a file")
+    }
+}
+
+fn check(meta: &Metadata, limit: u64) -> Result<(), String> {
+    if let Some(kind) = kind(meta) {
+        return Err(format!("is {kind}, not a regular file"));
+    }
+    if meta.len() > limit {
+        return Err(format!(
+            "is {} bytes, over the limit of {limit} bytes ({} MiB)",
+            meta.len(),
+            limit >> 20
+        ));
+    }
+    Ok(())
+}
+
+/// The content of the regular file at `path`, of at most `limit` bytes. The error is a
+/// message without the path; the caller names the file and the field.
+pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    // Checked before opening: opening a FIFO for reading blocks until something writes.
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
+    check(&meta, limit)?;
+    // Non-blocking, and checked again on the open file: the path may have been swapped for a
+    // FIFO or a device between the two looks. O_NONBLOCK changes nothing for a regular file.
+    let file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot be opened: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    check(&meta, limit)?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "grew past the limit of {limit} bytes ({} MiB) while being read",
+            limit >> 20
+        ));
+    }
+    Ok(bytes)
+}
+
+/// [`read_limited`] as UTF-8 text.
+pub fn read_limited_text(path: &Path, limit: u64) -> Result<String, String> {
+    String::from_utf8(read_limited(path, limit)?)
+        .map_err(|e| format!("is not UTF-8 text: {}", e.utf8_error()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_regular_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.c");
+        std::fs::write(&p, "int x;").unwrap();
+        assert_eq!(read_limited(&p, 100).unwrap(), b"int x;");
+        assert_eq!(read_limited_text(&p, 6).unwrap(), "int x;");
+        let e = read_limited(&p, 5).unwrap_err();
+        assert!(e.contains("6 bytes, over the limit of 5 bytes"), "{e}");
+    }
+
+    #[test]
+    fn devices_directories_and_fifos_are_refused_before_reading() {
+        let e = read_limited(Path::new("/dev/zero"), MAX_SOURCE_BYTES).unwrap_err();
+        assert!(e.contains("a character device, not a regular file"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_limited(dir.path(), MAX_SOURCE_BYTES).unwrap_err();
+        assert!(e.contains("a directory"), "{e}");
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo(3) on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Would block forever if the FIFO were opened for reading.
+        let e = read_limited(&fifo, MAX_SOURCE_BYTES).unwrap_err();
+        assert!(e.contains("a FIFO"), "{e}");
+        let e = read_limited(&dir.path().join("missing"), 10).unwrap_err();
+        assert!(e.contains("cannot be read"), "{e}");
+    }
+
+    #[test]
+    fn a_sparse_file_over_the_limit_is_refused_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("huge.c");
+        let f = File::create(&p).unwrap();
+        f.set_len(MAX_SOURCE_BYTES + 1).unwrap();
+        let e = read_limited(&p, MAX_SOURCE_BYTES).unwrap_err();
+        assert!(
+            e.contains(&format!("{} bytes", MAX_SOURCE_BYTES + 1)),
+            "{e}"
+        );
+        assert!(e.contains("64 MiB"), "{e}");
+    }
+}
