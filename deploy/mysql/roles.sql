@@ -25,6 +25,7 @@ GRANT SELECT ON `shoal`.`config` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT, UPDATE ON `shoal`.`job` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT INSERT ON `shoal`.`result` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`build` TO 'shoal_scheduler'@'CLUSTER_NET';
+GRANT SELECT, INSERT, DELETE ON `shoal`.`outbox` TO 'shoal_scheduler'@'CLUSTER_NET';
 
 -- compile
 CREATE USER IF NOT EXISTS 'shoal_compile'@'CLUSTER_NET' IDENTIFIED BY 'COMPILE_DB_PASSWORD';

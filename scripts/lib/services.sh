@@ -323,9 +323,10 @@ shoal_role_db_grants() {
     scheduler)
         # sessions/session (open work, backends), config (building), jobs: claim, sweep, counts,
         # in_flight, apply (SELECT … FOR UPDATE + compare-and-set UPDATE); result rows and
-        # build records written by apply; builds() read before compiling.
+        # build records written by apply; builds() read before compiling; the outbox (requests
+        # owed: written by apply, read by the sender, cleared once the broker confirmed).
         printf '%s\n' "SELECT${t}session" "SELECT${t}config" "SELECT, UPDATE${t}job" \
-            "INSERT${t}result" "SELECT, INSERT, UPDATE${t}build"
+            "INSERT${t}result" "SELECT, INSERT, UPDATE${t}build" "SELECT, INSERT, DELETE${t}outbox"
         ;;
     compile)
         # session (backend), put_artifact (INSERT … ON DUPLICATE KEY UPDATE hash = hash, which

@@ -25,8 +25,10 @@ use shoal_model::{
 use crate::{Batch, BuildRecord, Change, Store, StoreError};
 
 mod catalog;
+mod outbox;
 mod transitions;
 pub use catalog::*;
+pub use outbox::*;
 pub use transitions::*;
 
 /// Expands to one `#[tokio::test]` per conformance case. `$make` is an async expression that
@@ -65,6 +67,10 @@ macro_rules! store_conformance_tests {
             failures_are_recorded_on_errored,
             concurrent_cas_has_one_winner,
             batch_changes_apply_in_order,
+            queued_jobs_owe_a_request_until_sent,
+            leaving_a_queue_settles_what_was_owed,
+            a_change_that_does_not_apply_owes_nothing,
+            a_chain_through_a_cached_build_owes_only_the_eval,
         );
     };
 }

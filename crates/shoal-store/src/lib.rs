@@ -11,9 +11,12 @@
 //!   at most one result per attempt.
 //! - Values reach SQL only as bound parameters.
 //! - A batch either applies whole or not at all (one transaction).
+//! - A job waiting in a queued state owes a request, recorded in the outbox by the same
+//!   transaction that queued it ([`outbox`]).
 
 pub mod conformance;
 pub mod mysql;
+pub mod outbox;
 pub mod sqlite;
 
 use std::collections::BTreeMap;
@@ -104,6 +107,12 @@ macro_rules! delegating_store {
         }
         async fn state_counts(&self, session: $crate::__model::SessionId) -> $crate::Result<::std::collections::BTreeMap<$crate::__model::JobState, u64>> {
             self.$field.state_counts(session).await
+        }
+        async fn unsent(&self, before_ms: i64, limit: u32) -> $crate::Result<Vec<$crate::__model::Job>> {
+            self.$field.unsent(before_ms, limit).await
+        }
+        async fn mark_sent(&self, sent: &[$crate::__model::message::JobRef]) -> $crate::Result<()> {
+            self.$field.mark_sent(sent).await
         }
         async fn builds(&self, session: $crate::__model::SessionId, keys: &[String]) -> $crate::Result<Vec<$crate::BuildRecord>> {
             self.$field.builds(session, keys).await
@@ -292,6 +301,13 @@ pub trait Store: Send + Sync + 'static {
     /// Applies a batch in one transaction; returns, per change, whether its compare-and-set
     /// matched. A change that did not match writes nothing (not its result either).
     async fn apply(&self, batch: &Batch) -> Result<Vec<bool>>;
+    /// Jobs owed a request (see [`outbox`]) since before `before_ms`, oldest first, at most
+    /// `limit`, each as it is now: in the queued state and at the attempt the request is for.
+    async fn unsent(&self, before_ms: i64, limit: u32) -> Result<Vec<Job>>;
+    /// Removes the outbox rows of requests the broker has confirmed. A row already settled (the
+    /// job moved on meanwhile) is no error.
+    async fn mark_sent(&self, sent: &[shoal_model::message::JobRef]) -> Result<()>;
+
     /// What builds are known for these build keys of a session.
     async fn builds(&self, session: SessionId, keys: &[String]) -> Result<Vec<BuildRecord>>;
 

@@ -223,6 +223,7 @@ async fn hot_queries_use_indexes() {
         "build",
         "artifact",
         "applicability",
+        "outbox",
     ] {
         conn.query_drop(format!("ANALYZE TABLE {table}"))
             .await
@@ -299,6 +300,8 @@ async fn hot_queries_use_indexes() {
                     .collect(),
             ),
             "artifact" => vec![text("sha256:7")],
+            "unsent" => vec![int(1_000_500), int(100)],
+            "outbox_settle" => padded(some_jobs.iter().map(|j| int(j.id.0)).collect()),
             other => panic!("hot query `{other}` has no parameters in this test: add them"),
         };
         let (lines, scan) = explain(&mut conn, &sql, params).await;

@@ -152,12 +152,18 @@ async fn migrate_from_nothing_records_every_version() {
 async fn a_half_done_migration_is_finished_by_the_next() {
     let db = migrated().await;
     let mut conn = db.store().connection().await.unwrap();
-    // As if the process died after the tables of version 2 but before recording it.
-    conn.query_drop("DELETE FROM schema_version WHERE version = 2")
-        .await
-        .unwrap();
+    // As if the process died after the tables of the last version but before recording it.
+    conn.exec_drop(
+        "DELETE FROM schema_version WHERE version = ?",
+        (SCHEMA_VERSION,),
+    )
+    .await
+    .unwrap();
     drop(conn);
-    assert_eq!(db.store().schema_version().await.unwrap(), 1);
+    assert_eq!(
+        db.store().schema_version().await.unwrap(),
+        SCHEMA_VERSION - 1
+    );
     assert_eq!(db.migrate().await.unwrap(), SCHEMA_VERSION);
     assert_eq!(db.store().schema_version().await.unwrap(), SCHEMA_VERSION);
 }

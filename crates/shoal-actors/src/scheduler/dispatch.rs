@@ -3,10 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use shoal_model::message::{CompileRequest, EvalItem, EvalRequest};
-use shoal_model::{
-    FailureKind, Job, JobState, Message, Outcome, ResultRow, Session, SessionId, Transition,
-};
+use shoal_model::message::{CompileRequest, EvalItem};
+use shoal_model::{FailureKind, Job, JobState, Outcome, ResultRow, Session, SessionId, Transition};
 use shoal_store::{Batch, Change};
 
 use super::{Inner, Tag};
@@ -170,19 +168,7 @@ impl Inner {
                 }
                 None => {
                     let r = shoal_model::JobRef { job: j.id, attempt };
-                    match requests.last_mut() {
-                        Some(req) if req.build_key == j.build_key && req.step == j.compile_step => {
-                            req.jobs.push(r)
-                        }
-                        _ => requests.push(CompileRequest {
-                            session: session_id,
-                            step: j.compile_step.clone(),
-                            build_key: j.build_key.clone(),
-                            config_params: self.config(j.config).await?.params,
-                            compile_params: j.compile_params.clone(),
-                            jobs: vec![r],
-                        }),
-                    }
+                    self.add_to_compile_requests(&mut requests, j, r).await?;
                 }
             }
         }
@@ -218,23 +204,10 @@ impl Inner {
                 }
             }
         }
-        for mut req in requests {
+        for req in &mut requests {
             req.jobs.retain(|r| queued.contains(r));
-            if req.jobs.is_empty() {
-                continue;
-            }
-            let queue_name = self
-                .bus
-                .namespace()
-                .compile_queue(&req.step, &session.info.arch);
-            self.building
-                .lock()
-                .unwrap()
-                .insert((session_id, req.build_key.clone()));
-            tracing::debug!(queue = %queue_name, jobs = req.jobs.len(), build = %req.build_key, "compile request");
-            self.ensure_queue(&queue_name).await?;
-            crate::publish(&*self.bus, &queue_name, &Message::Compile(req)).await?;
         }
+        let mut outgoing = self.compile_outgoing(&session, requests);
         // Eval requests for the dispatches that applied.
         let mut items = Vec::new();
         for (i, job, artifact) in evals {
@@ -242,9 +215,8 @@ impl Inner {
                 items.push(self.eval_item(&job, artifact).await?);
             }
         }
-        if !items.is_empty() {
-            self.publish_evals(&session, items).await?;
-        }
+        outgoing.extend(self.eval_outgoing(&session, items));
+        self.send(outgoing).await;
         Ok(true)
     }
 
@@ -296,56 +268,13 @@ impl Inner {
             };
             items.push(self.eval_item(j, artifact).await?);
         }
-        self.publish_evals(&session, items).await
+        self.send(self.eval_outgoing(&session, items)).await;
+        Ok(true)
     }
 
     /// The eval request item of a job moved from `compiled` (at `job.attempt`) to `eval_queued`.
     async fn eval_item(&self, j: &Job, artifact: String) -> Result<(String, EvalItem), ActorError> {
-        let config = self.config(j.config).await?;
-        Ok((
-            j.eval_step.clone(),
-            EvalItem {
-                job: shoal_model::JobRef {
-                    job: j.id,
-                    attempt: j.attempt + 1,
-                },
-                config: j.config,
-                config_params: config.params,
-                compile_params: j.compile_params.clone(),
-                run_params: j.run_params.clone(),
-                artifact,
-            },
-        ))
-    }
-
-    /// Publishes eval requests of up to `eval_batch` items, one step per request.
-    async fn publish_evals(
-        &self,
-        session: &Session,
-        items: Vec<(String, EvalItem)>,
-    ) -> Result<bool, ActorError> {
-        let session_id = session.id;
-        let mut i = 0;
-        while i < items.len() {
-            let step = items[i].0.clone();
-            let mut req = EvalRequest {
-                session: session_id,
-                step: step.clone(),
-                items: Vec::new(),
-            };
-            while i < items.len() && items[i].0 == step && req.items.len() < self.config.eval_batch
-            {
-                req.items.push(items[i].1.clone());
-                i += 1;
-            }
-            let queue_name =
-                self.bus
-                    .namespace()
-                    .eval_queue(&step, &session.info.arch, session.info.num_cu);
-            self.ensure_queue(&queue_name).await?;
-            crate::publish(&*self.bus, &queue_name, &Message::Eval(req)).await?;
-        }
-        Ok(true)
+        self.eval_item_at(j, j.attempt + 1, artifact).await
     }
 
     /// Adds, right after the compile result of a job (`→ compiled`), the eval dispatch of that
@@ -445,7 +374,7 @@ impl Inner {
         Ok((out, out_tags, chained))
     }
 
-    /// Publishes the eval requests of the chained dispatches that applied.
+    /// Sends the eval requests of the chained dispatches that applied.
     pub(super) async fn publish_chained(
         &self,
         chained: Vec<Chained>,
@@ -469,7 +398,7 @@ impl Inner {
         }
         for (session, items) in by_session {
             let session = self.session(session).await?;
-            self.publish_evals(&session, items).await?;
+            self.send(self.eval_outgoing(&session, items)).await;
         }
         Ok(())
     }

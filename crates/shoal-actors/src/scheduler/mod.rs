@@ -11,11 +11,15 @@
 //!   A compile result also moves its jobs on to `eval_queued` in the same write and publishes
 //!   their eval requests after the commit (`Inner::chain_evals`): one row write per job fewer.
 //!
-//! State is committed before the message that depends on it is published: if the publish fails
-//! the job sits in a queued state under a lease, and the lease brings it back.
+//! State is committed before the message that depends on it is published, and the commit that
+//! queues a job also records the request it owes in the outbox ([`shoal_store::outbox`]). The
+//! request is published right after the commit and its row removed once the broker confirms; if
+//! the publish fails, or the Scheduler dies in between, the sender ([`send`]) publishes it from
+//! the outbox: at start-up first, then within seconds. A lost publish costs seconds, not a lease.
 
 mod dispatch;
 pub mod plan;
+mod send;
 mod started;
 
 use std::collections::{HashMap, HashSet};
@@ -244,6 +248,8 @@ pub async fn requeue_in_flight(store: &dyn Store, session: SessionId) -> Result<
 
 async fn dispatch_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
     let mut last_sweep = 0i64;
+    // What a previous Scheduler (or this one's failed publishes) left owed goes out first.
+    let mut owed = send::OwedSweep::new();
     let mut sessions = inner.config.sessions.clone();
     let mut last_refresh = 0i64;
     loop {
@@ -257,6 +263,9 @@ async fn dispatch_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorE
             last_refresh = now_ms();
         }
         let mut progressed = false;
+        if let Some(before) = owed.due(now_ms()) {
+            progressed |= inner.send_owed(before).await? > 0;
+        }
         for &session in &sessions {
             progressed |= inner.dispatch_compile(session).await?;
             progressed |= inner.dispatch_eval(session).await?;
@@ -600,5 +609,7 @@ async fn refuse(d: Delivery, reason: String) -> Result<(), ActorError> {
     Ok(())
 }
 
+#[cfg(test)]
+mod outbox_tests;
 #[cfg(test)]
 mod tests;

@@ -204,7 +204,7 @@ async fn dead_reasons(bus: &dyn shoal_bus::Bus) -> Vec<String> {
 }
 
 /// A session with `n` jobs of one build, in a fresh in-memory SQLite store.
-async fn session_with_jobs(n: usize) -> (shoal_store::SqliteStore, SessionId) {
+pub(super) async fn session_with_jobs(n: usize) -> (shoal_store::SqliteStore, SessionId) {
     use shoal_model::{NewConfig, NewJob, NewSession, NewSolver, Params};
     let store = shoal_store::SqliteStore::open_in_memory().unwrap();
     store.migrate().await.unwrap();

@@ -21,6 +21,7 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
         2,
         include_str!("../../../../schemas/mysql/0002_applicability.sql"),
     ),
+    (3, include_str!("../../../../schemas/mysql/0003_outbox.sql")),
 ];
 
 /// How long `migrate` waits for another process's migration to finish, in seconds.

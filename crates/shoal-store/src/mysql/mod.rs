@@ -46,6 +46,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
+use shoal_model::message::JobRef;
 use shoal_model::{
     Config, ConfigId, FinalResult, Job, JobId, JobState, NewConfig, NewJob, NewSession, NewSolver,
     ResultRow, Session, SessionId, Solver, SolverId,
@@ -587,6 +588,22 @@ impl Store for MysqlStore {
         let (ctx, now) = (self.ctx, now_ms());
         self.run("applying a batch", |c| ops::apply(c, ctx, batch, now))
             .await
+    }
+
+    async fn unsent(&self, before_ms: i64, limit: u32) -> Result<Vec<Job>> {
+        self.run("reading the outbox", |c| ops::unsent(c, before_ms, limit))
+            .await
+    }
+
+    async fn mark_sent(&self, sent: &[JobRef]) -> Result<()> {
+        if sent.is_empty() {
+            return Ok(());
+        }
+        let ctx = self.ctx;
+        self.run("clearing sent requests from the outbox", |c| {
+            ops::mark_sent(c, ctx, sent)
+        })
+        .await
     }
 
     async fn builds(&self, session: SessionId, keys: &[String]) -> Result<Vec<BuildRecord>> {

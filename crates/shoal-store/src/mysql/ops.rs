@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Row, Transaction, TxOpts, Value};
+use shoal_model::message::JobRef;
 use shoal_model::{
     Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
     NewSession, NewSolver, ResultRow, Session, SessionId, Solver, SolverId, Transition,
@@ -669,7 +670,34 @@ async fn apply_tx(
     ctx.bulk(tx, q::INSERT_RESULT, plan.results).await?;
     let builds = batch.builds.iter().map(build_params).collect();
     ctx.bulk(tx, q::UPSERT_BUILD, builds).await?;
+    let effect = crate::outbox::outbox_effect(&batch.changes, &plan.applied);
+    for chunk in effect.settled.chunks(q::MAX_IN) {
+        let params = padded(chunk.iter().map(|j| int(j.0)).collect());
+        tx.exec_drop(q::outbox_settle(chunk.len()), params).await?;
+    }
+    let owed = effect
+        .owed
+        .iter()
+        .map(|r| vec![int(r.job.0), int(r.attempt), int(now)])
+        .collect();
+    ctx.bulk(tx, q::OUTBOX_OWE, owed).await?;
     Ok(plan.applied)
+}
+
+/// The oldest requests owed since before `before_ms`, with their jobs (see [`crate::outbox`]).
+pub(crate) async fn unsent(mut conn: Conn, before_ms: i64, limit: u32) -> OpResult<Vec<Job>> {
+    jobs(conn.exec(q::UNSENT, (before_ms, limit)).await?)
+}
+
+/// Removes the outbox rows of confirmed requests, in one transaction.
+pub(crate) async fn mark_sent(mut conn: Conn, ctx: Ctx, sent: &[JobRef]) -> OpResult<()> {
+    let mut tx = begin(&mut conn).await?;
+    let rows = sent
+        .iter()
+        .map(|r| vec![int(r.job.0), int(r.attempt)])
+        .collect();
+    let r = ctx.bulk(&mut tx, q::OUTBOX_SENT, rows).await.map(|_| ());
+    finish(tx, r).await
 }
 
 pub(crate) async fn builds(

@@ -213,6 +213,30 @@ pub fn cas_update_group(n: usize) -> String {
     in_list(CAS_UPDATE_GROUP, n, "")
 }
 
+// ---- outbox (see `crate::outbox`) ---------------------------------------------------------
+
+/// Every job that left a queued state in a batch: its owed request is settled. Prefix of an
+/// `IN (…)` list of job ids.
+pub const OUTBOX_SETTLE: &str = "DELETE FROM outbox WHERE job_id IN ";
+/// [`OUTBOX_SETTLE`] for `n` ids.
+pub fn outbox_settle(n: usize) -> String {
+    in_list(OUTBOX_SETTLE, n, "")
+}
+/// A request owed, one parameter row per job: (job, attempt, now). `IGNORE` because a batch
+/// retried after a lost commit acknowledgement may owe the same request again.
+pub const OUTBOX_OWE: &str =
+    "INSERT IGNORE INTO outbox (job_id, job_attempt, owed_ms) VALUES (?, ?, ?)";
+/// One confirmed request: (job, attempt).
+pub const OUTBOX_SENT: &str = "DELETE FROM outbox WHERE job_id = ? AND job_attempt = ?";
+/// Hot: the sender's sweep. The oldest owed requests written before a time, with their jobs as
+/// they are now (the attempt must still match: a row is for one attempt).
+pub const UNSENT: &str = concat!(
+    "SELECT STRAIGHT_JOIN ",
+    job_columns!(),
+    " FROM outbox JOIN job ON job.id = outbox.job_id AND job.attempt = outbox.job_attempt \
+     WHERE outbox.owed_ms < ? ORDER BY outbox.owed_ms LIMIT ?"
+);
+
 // ---- results, builds, artifacts -----------------------------------------------------------
 
 /// A plain INSERT on purpose: the compare-and-set already guarantees one row per
@@ -279,6 +303,8 @@ pub fn hot(in_values: usize) -> Vec<(&'static str, String)> {
         ("configs_with_tag", CONFIGS_WITH_TAG.to_string()),
         ("config_ids_by_key", config_ids_by_key(in_values)),
         ("artifact", ARTIFACT.to_string()),
+        ("unsent", UNSENT.to_string()),
+        ("outbox_settle", outbox_settle(in_values)),
     ]
 }
 

@@ -54,6 +54,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         3,
         include_str!("../../../../schemas/sqlite/0003_job_state_check.sql"),
     ),
+    (
+        4,
+        include_str!("../../../../schemas/sqlite/0004_outbox.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
@@ -406,6 +410,24 @@ impl Store for SqliteStore {
         let batch = batch.clone();
         self.run("applying a batch", move |c| ops::apply(c, &batch, now_ms()))
             .await
+    }
+
+    async fn unsent(&self, before_ms: i64, limit: u32) -> Result<Vec<Job>> {
+        self.run("reading the outbox", move |c| {
+            ops::unsent(c, before_ms, limit)
+        })
+        .await
+    }
+
+    async fn mark_sent(&self, sent: &[shoal_model::message::JobRef]) -> Result<()> {
+        if sent.is_empty() {
+            return Ok(());
+        }
+        let sent = sent.to_vec();
+        self.run("clearing sent requests from the outbox", move |c| {
+            ops::mark_sent(c, &sent)
+        })
+        .await
     }
 
     async fn builds(&self, session: SessionId, keys: &[String]) -> Result<Vec<BuildRecord>> {

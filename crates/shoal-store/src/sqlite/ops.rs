@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use shoal_model::message::JobRef;
 use shoal_model::{
     Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
     NewSession, NewSolver, ResultRow, Session, SessionId, Solver, SolverId, Transition,
@@ -270,6 +271,27 @@ pub(crate) fn expired_leases(conn: &Connection, now_ms: i64, limit: u32) -> Resu
         .ctx("listing expired leases")
 }
 
+pub(crate) fn unsent(conn: &Connection, before_ms: i64, limit: u32) -> Result<Vec<Job>> {
+    conn.prepare_cached(q::UNSENT)
+        .and_then(|mut st| {
+            st.query_map(params![before_ms, limit], rows::job)?
+                .collect()
+        })
+        .ctx("reading the outbox")
+}
+
+pub(crate) fn mark_sent(conn: &mut Connection, sent: &[JobRef]) -> Result<()> {
+    let what = "clearing sent requests from the outbox";
+    let tx = begin(conn, what)?;
+    {
+        let mut st = tx.prepare_cached(q::OUTBOX_SENT).ctx(what)?;
+        for r in sent {
+            st.execute(params![r.job.0, r.attempt]).ctx(what)?;
+        }
+    }
+    tx.commit().ctx(what)
+}
+
 pub(crate) fn state_counts(
     conn: &Connection,
     session: SessionId,
@@ -454,6 +476,15 @@ pub(crate) fn apply(conn: &mut Connection, batch: &Batch, now: i64) -> Result<Ve
             build
                 .execute(params![b.session.0, b.build_key, artifact, kind, detail])
                 .ctx("recording a build")?;
+        }
+        let effect = crate::outbox::outbox_effect(changes, &applied);
+        let mut settle = tx.prepare_cached(q::OUTBOX_SETTLE).ctx(what)?;
+        for job in &effect.settled {
+            settle.execute(params![job.0]).ctx(what)?;
+        }
+        let mut owe = tx.prepare_cached(q::OUTBOX_OWE).ctx(what)?;
+        for r in &effect.owed {
+            owe.execute(params![r.job.0, r.attempt, now]).ctx(what)?;
         }
     }
     tx.commit().ctx(what)?;

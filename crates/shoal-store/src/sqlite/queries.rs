@@ -160,6 +160,24 @@ pub(crate) const INSERT_ARTIFACT: &str = "INSERT OR IGNORE INTO artifact (hash, 
      created_ms) VALUES (?1, ?2, ?3, ?4)";
 pub(crate) const ARTIFACT: &str = "SELECT bytes FROM artifact WHERE hash = ?1";
 
+// ---- outbox (see `crate::outbox`) ---------------------------------------------------------
+
+/// A job left a queued state: its owed request is settled.
+pub(crate) const OUTBOX_SETTLE: &str = "DELETE FROM outbox WHERE job_id = ?1";
+/// A request owed: (job, attempt, now). `OR IGNORE`: owing the same request twice is one row.
+pub(crate) const OUTBOX_OWE: &str =
+    "INSERT OR IGNORE INTO outbox (job_id, job_attempt, owed_ms) VALUES (?1, ?2, ?3)";
+/// One confirmed request: (job, attempt).
+pub(crate) const OUTBOX_SENT: &str = "DELETE FROM outbox WHERE job_id = ?1 AND job_attempt = ?2";
+/// Hot: the sender's sweep. The oldest owed requests written before a time, with their jobs as
+/// they are now (`CROSS JOIN` keeps the outbox as the outer loop, read in `owed_ms` order).
+pub(crate) const UNSENT: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM outbox CROSS JOIN job ON job.id = outbox.job_id AND job.attempt = outbox.job_attempt \
+     WHERE outbox.owed_ms < ?1 ORDER BY outbox.owed_ms LIMIT ?2"
+);
+
 /// The queries on hot paths, by name, for the query-plan test.
 #[cfg(test)]
 pub(crate) const HOT: &[(&str, &str)] = &[
@@ -177,4 +195,7 @@ pub(crate) const HOT: &[(&str, &str)] = &[
     ("configs_with_tag", CONFIGS_WITH_TAG),
     ("config_id_by_key", CONFIG_ID_BY_KEY),
     ("artifact", ARTIFACT),
+    ("unsent", UNSENT),
+    ("outbox_settle", OUTBOX_SETTLE),
+    ("outbox_sent", OUTBOX_SENT),
 ];
