@@ -162,6 +162,13 @@ async fn compile_loop(
                 .map_err(|e| (FailureKind::Infrastructure, e.to_string()))?;
             Ok(artifact.hash)
         };
+        let beat = ReplyBody::Heartbeat {
+            session: req.session,
+            phase: Phase::Compile,
+            jobs: req.jobs.clone(),
+            worker: cfg.worker.clone(),
+        };
+        let build = crate::with_heartbeats(&*cfg.bus, &results, beat, build);
         let result = tokio::select! {
             r = build => r,
             _ = stop.triggered() => {

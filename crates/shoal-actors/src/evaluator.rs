@@ -201,6 +201,13 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
             }
             outcomes
         };
+        let beat = ReplyBody::Heartbeat {
+            session: req.session,
+            phase: Phase::Eval,
+            jobs: refs.clone(),
+            worker: cfg.worker.clone(),
+        };
+        let work = crate::with_heartbeats(&*cfg.bus, &results, beat, work);
         let outcomes = tokio::select! {
             o = work => o,
             _ = stop.triggered() => {

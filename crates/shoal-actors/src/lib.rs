@@ -57,6 +57,36 @@ pub(crate) async fn publish(
     Ok(())
 }
 
+/// Runs `work` to its end while sending `beat` (a [`ReplyBody::Heartbeat`]) to `queue` every
+/// [`HEARTBEAT_EVERY`], so the Scheduler keeps renewing the leases of the jobs it names. A
+/// heartbeat that cannot be sent is logged, not fatal: the work goes on, and if the broker stays
+/// away the lease runs out and the job is tried again elsewhere, which is what it is for.
+///
+/// [`ReplyBody::Heartbeat`]: shoal_model::message::ReplyBody::Heartbeat
+/// [`HEARTBEAT_EVERY`]: shoal_model::message::HEARTBEAT_EVERY
+pub(crate) async fn with_heartbeats<F: std::future::Future>(
+    bus: &dyn shoal_bus::Bus,
+    queue: &str,
+    beat: shoal_model::message::ReplyBody,
+    work: F,
+) -> F::Output {
+    let every = shoal_model::message::HEARTBEAT_EVERY;
+    let beat = shoal_model::Message::Reply(beat);
+    tokio::pin!(work);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            _ = tick.tick() => {
+                if let Err(e) = publish(bus, queue, &beat).await {
+                    tracing::warn!(error = %e, "heartbeat not sent");
+                }
+            }
+        }
+    }
+}
+
 /// The next request a worker should act on, or `None` when it should stop (stop signal or bus
 /// closed). Messages that are not requests of the expected kind — unsigned or badly signed,
 /// undecodable bytes, an unknown wire version, a message routed to the wrong queue — are
@@ -85,5 +115,41 @@ pub(crate) async fn next_request<T>(
         };
         tracing::error!(queue = %queue, reason = %reason, "dead-lettering a message");
         delivery.dead_letter(reason).await?;
+    }
+}
+
+#[cfg(test)]
+mod heartbeat_tests {
+    use shoal_bus::{Bus, MemoryBus};
+    use shoal_model::message::{Phase, ReplyBody, HEARTBEAT_EVERY};
+    use shoal_model::queue::Namespace;
+    use shoal_model::{JobId, JobRef, Message, SessionId};
+
+    /// Work lasting 2.5 heartbeat periods sends two heartbeats, then its own output; the clock
+    /// is paused, so this takes no real time.
+    #[tokio::test(start_paused = true)]
+    async fn long_work_sends_a_heartbeat_every_period() {
+        let bus = MemoryBus::new(Namespace::new("beat").unwrap());
+        let queue = bus.namespace().results_queue();
+        bus.declare_queue(&queue, &Default::default()).await.unwrap();
+        let beat = ReplyBody::Heartbeat {
+            session: SessionId(1),
+            phase: Phase::Eval,
+            jobs: vec![JobRef {
+                job: JobId(7),
+                attempt: 2,
+            }],
+            worker: "w".into(),
+        };
+        let work = tokio::time::sleep(HEARTBEAT_EVERY * 5 / 2);
+        super::with_heartbeats(&*bus, &queue, beat.clone(), async {
+            work.await;
+            42
+        })
+        .await;
+        assert_eq!(bus.queue_depth(&queue).await.unwrap(), 2);
+        let mut consumer = bus.consume(&queue, 8).await.unwrap();
+        let d = consumer.next().await.unwrap().unwrap();
+        assert_eq!(bus.codec().decode(&d.payload).unwrap(), Message::Reply(beat));
     }
 }

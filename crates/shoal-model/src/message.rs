@@ -80,6 +80,13 @@ pub struct EvalReply {
     pub device: String,
 }
 
+/// How often a worker sends a [`ReplyBody::Heartbeat`] while it works.
+pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The lease of started work: renewed by every heartbeat, so it only runs out when about five
+/// heartbeats in a row were not heard (a dead or cut-off worker).
+pub const RUNNING_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What workers send to the Scheduler on the results queue.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ReplyBody {
@@ -92,6 +99,15 @@ pub enum ReplyBody {
     },
     Compiled(CompileReply),
     Evaluated(EvalReply),
+    /// Work on these jobs goes on on `worker`: renew their leases. Sent every
+    /// [`HEARTBEAT_EVERY`] while a build or an evaluation runs, so a lease can be short (a dead
+    /// worker's jobs come back within a minute) whatever the step's timeout.
+    Heartbeat {
+        session: SessionId,
+        phase: Phase,
+        jobs: Vec<JobRef>,
+        worker: String,
+    },
     /// The worker gives these jobs back without an outcome (shutting down, device unhealthy).
     HandedBack {
         session: SessionId,
@@ -108,7 +124,9 @@ impl ReplyBody {
     /// The session the reply is about.
     pub fn session(&self) -> SessionId {
         match self {
-            ReplyBody::Started { session, .. } | ReplyBody::HandedBack { session, .. } => *session,
+            ReplyBody::Started { session, .. }
+            | ReplyBody::Heartbeat { session, .. }
+            | ReplyBody::HandedBack { session, .. } => *session,
             ReplyBody::Compiled(c) => c.session,
             ReplyBody::Evaluated(e) => e.session,
         }
@@ -118,6 +136,7 @@ impl ReplyBody {
     pub fn kind(&self) -> &'static str {
         match self {
             ReplyBody::Started { .. } => "started notice",
+            ReplyBody::Heartbeat { .. } => "heartbeat",
             ReplyBody::Compiled(_) => "compile result",
             ReplyBody::Evaluated(_) => "eval result",
             ReplyBody::HandedBack { .. } => "hand-back",

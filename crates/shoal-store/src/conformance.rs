@@ -71,6 +71,7 @@ macro_rules! store_conformance_tests {
             leaving_a_queue_settles_what_was_owed,
             a_change_that_does_not_apply_owes_nothing,
             a_chain_through_a_cached_build_owes_only_the_eval,
+            heartbeats_renew_running_leases_only_later,
         );
     };
 }

@@ -108,6 +108,9 @@ macro_rules! delegating_store {
         async fn state_counts(&self, session: $crate::__model::SessionId) -> $crate::Result<::std::collections::BTreeMap<$crate::__model::JobState, u64>> {
             self.$field.state_counts(session).await
         }
+        async fn renew_leases(&self, renewals: &[$crate::LeaseRenewal]) -> $crate::Result<u64> {
+            self.$field.renew_leases(renewals).await
+        }
         async fn unsent(&self, before_ms: i64, limit: u32) -> $crate::Result<Vec<$crate::__model::Job>> {
             self.$field.unsent(before_ms, limit).await
         }
@@ -224,6 +227,17 @@ pub struct BuildRecord {
     pub result: std::result::Result<String, (FailureKind, String)>,
 }
 
+/// A lease renewed by a worker's heartbeat: the job keeps its state and attempt, and its lease
+/// runs to `deadline_ms` (never earlier than it already did). Not a state change, so not a
+/// [`Change`]: it moves nothing, owes nothing and stamps no time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRenewal {
+    pub job: shoal_model::message::JobRef,
+    /// The state the job must still be in (its work started: `compiling`, `evaluating`).
+    pub state: JobState,
+    pub deadline_ms: i64,
+}
+
 /// A batch of changes, applied in one transaction.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Batch {
@@ -301,6 +315,10 @@ pub trait Store: Send + Sync + 'static {
     /// Applies a batch in one transaction; returns, per change, whether its compare-and-set
     /// matched. A change that did not match writes nothing (not its result either).
     async fn apply(&self, batch: &Batch) -> Result<Vec<bool>>;
+    /// Renews leases (see [`LeaseRenewal`]); returns how many jobs were still in the state and
+    /// at the attempt named, and so renewed.
+    async fn renew_leases(&self, renewals: &[LeaseRenewal]) -> Result<u64>;
+
     /// Jobs owed a request (see [`outbox`]) since before `before_ms`, oldest first, at most
     /// `limit`, each as it is now: in the queued state and at the attempt the request is for.
     async fn unsent(&self, before_ms: i64, limit: u32) -> Result<Vec<Job>>;

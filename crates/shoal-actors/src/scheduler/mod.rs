@@ -36,7 +36,8 @@ use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
 use crate::supervise::{supervise, Backoff};
 use crate::{now_ms, ActorError};
-use plan::{check_reply, plan_reply, Leases};
+use plan::{check_reply, plan_reply, renewals, Leases};
+use shoal_model::message::RUNNING_LEASE;
 use started::{StartedNotices, STARTED_DEBOUNCE};
 
 /// What a planned change is for: its session, and the delivery (by index in its batch) whose
@@ -475,17 +476,16 @@ impl Inner {
         Ok(c)
     }
 
-    /// Leases for started work, from the session's spec timeouts.
+    /// Leases for started work: [`RUNNING_LEASE`], which the worker's heartbeats renew while it
+    /// works, so a dead worker's jobs come back within a minute whatever the step's timeout.
+    /// (Also checks that the session's backend loads: a reply for a session that is not in the
+    /// store fails here.)
     async fn leases(&self, session: SessionId) -> Result<Leases, ActorError> {
-        let backend = self.backends.get(&*self.store, session).await?;
-        let (build, eval) = backend.time_limits();
-        let now = now_ms();
-        let margin = 60_000;
-        let build = build.as_millis() as i64;
-        let eval = eval.as_millis() as i64 * self.config.eval_batch as i64;
+        self.backends.get(&*self.store, session).await?;
+        let deadline = now_ms() + RUNNING_LEASE.as_millis() as i64;
         Ok(Leases {
-            compile_started_ms: now + build + margin,
-            eval_started_ms: now + eval + margin,
+            compile_started_ms: deadline,
+            eval_started_ms: deadline,
         })
     }
 
@@ -504,6 +504,7 @@ impl Inner {
         let mut batch = Batch::default();
         let mut tags = Vec::new();
         let mut finished_builds = Vec::new();
+        let mut renewed = Vec::new();
         // (delivery, what to call it if none of its changes applies)
         let mut held: Vec<(Delivery, Option<String>)> = Vec::with_capacity(deliveries.len());
         for d in deliveries {
@@ -543,8 +544,9 @@ impl Inner {
             if let ReplyBody::Compiled(c) = &reply {
                 finished_builds.push((c.session, c.build_key.clone()));
             }
+            renewed.extend(renewals(&reply, now + RUNNING_LEASE.as_millis() as i64));
             let stale_if_unapplied = match &reply {
-                ReplyBody::Started { .. } => None,
+                ReplyBody::Started { .. } | ReplyBody::Heartbeat { .. } => None,
                 r => Some(format!(
                     "stale {}: no job of it is at the attempt it names",
                     r.kind()
@@ -585,6 +587,12 @@ impl Inner {
                 }
             }
             self.publish_chained(chained, &applied).await?;
+        }
+        if !renewed.is_empty() {
+            self.retry_store(stop, "renewing leases", || async {
+                Ok(self.store.renew_leases(&renewed).await?)
+            })
+            .await?;
         }
         {
             let mut building = self.building.lock().unwrap();

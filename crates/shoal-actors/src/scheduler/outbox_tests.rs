@@ -183,3 +183,69 @@ fn the_first_sweep_takes_everything_then_once_a_second_what_is_past_the_grace() 
         Some(11_000 - send::OWED_GRACE.as_millis() as i64)
     );
 }
+
+/// A heartbeat for a running job pushes its lease a [`RUNNING_LEASE`] ahead; the reply is acked,
+/// not dead-lettered, and a heartbeat for a job that is not running changes nothing.
+#[tokio::test]
+async fn a_heartbeat_renews_the_lease_of_running_work() {
+    use shoal_model::message::{Phase, ReplyBody};
+    let (store, session) = session_with_jobs(2).await;
+    let jobs = store.jobs_in_state(session, New, 10).await.unwrap();
+    let (running, queued) = (jobs[0].id, jobs[1].id);
+    for (j, to_start) in [(running, true), (queued, false)] {
+        let mut changes: Vec<Change> = vec![Transition::new(j, New, 0, CompileQueued)
+            .unwrap()
+            .with_lease(1_000)
+            .into()];
+        if to_start {
+            changes.push(
+                Transition::new(j, CompileQueued, 1, Compiling)
+                    .unwrap()
+                    .with_lease(2_000)
+                    .into(),
+            );
+        }
+        let batch = Batch {
+            changes,
+            builds: vec![],
+        };
+        store.apply(&batch).await.unwrap();
+    }
+    let bus = MemoryBus::new(Namespace::new("outbox").unwrap());
+    let inner = scheduler(Arc::new(store.clone()), bus.clone(), session);
+    let results = bus.namespace().results_queue();
+    bus.declare_queue(&results, &QueueOptions { delivery_limit: 5 })
+        .await
+        .unwrap();
+    let beat = Message::Reply(ReplyBody::Heartbeat {
+        session,
+        phase: Phase::Compile,
+        jobs: [running, queued]
+            .map(|job| shoal_model::JobRef { job, attempt: 1 })
+            .to_vec(),
+        worker: "cc".into(),
+    });
+    crate::publish(&*bus, &results, &beat).await.unwrap();
+    let mut consumer = bus.consume(&results, 8).await.unwrap();
+    let d = consumer.next().await.unwrap().unwrap();
+    let (_trigger, stop) = crate::shutdown::channel();
+    let before = now_ms();
+    inner.apply_deliveries(vec![d], &stop).await.unwrap();
+    let lease = store
+        .job(running)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_deadline_ms
+        .unwrap();
+    let ahead = shoal_model::message::RUNNING_LEASE.as_millis() as i64;
+    assert!(
+        lease >= before + ahead && lease <= now_ms() + ahead,
+        "{lease}"
+    );
+    let q = store.job(queued).await.unwrap().unwrap();
+    assert_eq!((q.state, q.lease_deadline_ms), (CompileQueued, Some(1_000)));
+    assert_eq!(bus.queue_depth(&results).await.unwrap(), 0, "acked");
+    let dead = bus.namespace().dead_letter_queue();
+    assert_eq!(bus.queue_depth(&dead).await.unwrap(), 0);
+}

@@ -6,7 +6,7 @@
 
 use shoal_model::message::{Phase, ReplyBody};
 use shoal_model::{FailureKind, JobRef, JobState, Outcome, ResultRow, SessionId, Transition};
-use shoal_store::{BuildRecord, Change};
+use shoal_store::{BuildRecord, Change, LeaseRenewal};
 
 /// Changes for one reply, plus the build it recorded (if a compile).
 #[derive(Debug, Default, PartialEq)]
@@ -73,6 +73,10 @@ pub fn check_reply(reply: &ReplyBody) -> Result<(), String> {
             name("worker", worker)
         }
         ReplyBody::HandedBack { jobs, .. } => some_jobs(jobs),
+        ReplyBody::Heartbeat { jobs, worker, .. } => {
+            some_jobs(jobs)?;
+            name("worker", worker)
+        }
         ReplyBody::Compiled(c) => {
             some_jobs(&c.jobs)?;
             name("worker", &c.worker)?;
@@ -222,8 +226,26 @@ pub fn plan_reply(reply: &ReplyBody, leases: Leases, now_ms: i64) -> Plan {
                     .extend(hand_back(*phase, *r, reason, *count_retry));
             }
         }
+        // Not a state change: see `renewals`.
+        ReplyBody::Heartbeat { .. } => {}
     }
     plan
+}
+
+/// The leases a heartbeat renews: each job it names, if its work is still running at that
+/// attempt, keeps running until `deadline_ms`.
+pub fn renewals(reply: &ReplyBody, deadline_ms: i64) -> Vec<LeaseRenewal> {
+    let ReplyBody::Heartbeat { phase, jobs, .. } = reply else {
+        return Vec::new();
+    };
+    let (_, started) = queued_and_started(*phase);
+    jobs.iter()
+        .map(|&job| LeaseRenewal {
+            job,
+            state: started,
+            deadline_ms,
+        })
+        .collect()
 }
 
 /// A failure: a candidate fault is final (→ errored, with a result row saying what happened);
@@ -425,6 +447,30 @@ mod tests {
             duration_ms: 5,
         });
         assert!(check_reply(&odd).is_err());
+    }
+
+    #[test]
+    fn a_heartbeat_renews_running_leases_and_changes_no_state() {
+        let beat = |phase, jobs| ReplyBody::Heartbeat {
+            session: SessionId(1),
+            phase,
+            jobs,
+            worker: "w".into(),
+        };
+        let reply = beat(Phase::Eval, vec![r(3, 2), r(4, 2)]);
+        assert_eq!(check_reply(&reply), Ok(()));
+        assert!(plan_reply(&reply, LEASES, 7).changes.is_empty());
+        let renewed = renewals(&reply, 99);
+        assert_eq!(renewed.len(), 2);
+        assert!(renewed
+            .iter()
+            .all(|l| l.state == JobState::Evaluating && l.deadline_ms == 99));
+        assert_eq!(renewed[1].job, r(4, 2));
+        let compile = renewals(&beat(Phase::Compile, vec![r(1, 1)]), 5);
+        assert_eq!(compile[0].state, JobState::Compiling);
+        assert!(check_reply(&beat(Phase::Compile, vec![])).is_err());
+        // Other replies renew nothing.
+        assert!(renewals(&measured(3.0, vec![3.0]), 99).is_empty());
     }
 
     #[test]

@@ -524,3 +524,55 @@ pub async fn batch_changes_apply_in_order(store: &dyn Store) {
     assert_eq!(store.apply(&batch).await.unwrap(), vec![false, true]);
     assert_eq!(store.results(id).await.unwrap(), vec![row]);
 }
+
+pub async fn heartbeats_renew_running_leases_only_later(store: &dyn Store) {
+    use crate::LeaseRenewal;
+    use JobState::*;
+    let w = world(store).await;
+    let running = one_job(store, &w, "1").await;
+    let queued = one_job(store, &w, "2").await;
+    assert!(step(store, tr(running, New, 0, CompileQueued).with_lease(1_000)).await);
+    assert!(
+        step(
+            store,
+            tr(running, CompileQueued, 1, Compiling).with_lease(5_000)
+        )
+        .await
+    );
+    assert!(step(store, tr(queued, New, 0, CompileQueued).with_lease(1_000)).await);
+    let renew = |job, state, attempt, deadline_ms| LeaseRenewal {
+        job: shoal_model::message::JobRef { job, attempt },
+        state,
+        deadline_ms,
+    };
+    let lease = |j: Option<shoal_model::Job>| j.unwrap().lease_deadline_ms;
+    let renewed = store
+        .renew_leases(&[
+            renew(running, Compiling, 1, 9_000),
+            // Not in that state, or not at that attempt: untouched.
+            renew(queued, Compiling, 1, 9_000),
+            renew(running, Compiling, 0, 9_000),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(renewed, 1);
+    assert_eq!(lease(store.job(running).await.unwrap()), Some(9_000));
+    assert_eq!(lease(store.job(queued).await.unwrap()), Some(1_000));
+    // A late heartbeat never shortens a lease.
+    assert_eq!(
+        store
+            .renew_leases(&[renew(running, Compiling, 1, 7_000)])
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(lease(store.job(running).await.unwrap()), Some(9_000));
+    // Renewal is not a state change: state, attempt and the outbox are as they were.
+    let j = store.job(running).await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempt), (Compiling, 1));
+    assert_eq!(
+        store.unsent(i64::MAX, 10).await.unwrap().len(),
+        1,
+        "only `queued`"
+    );
+}

@@ -590,6 +590,15 @@ impl Store for MysqlStore {
             .await
     }
 
+    async fn renew_leases(&self, renewals: &[crate::LeaseRenewal]) -> Result<u64> {
+        if renewals.is_empty() {
+            return Ok(0);
+        }
+        let ctx = self.ctx;
+        self.run("renewing leases", |c| ops::renew_leases(c, ctx, renewals))
+            .await
+    }
+
     async fn unsent(&self, before_ms: i64, limit: u32) -> Result<Vec<Job>> {
         self.run("reading the outbox", |c| ops::unsent(c, before_ms, limit))
             .await

@@ -684,6 +684,29 @@ async fn apply_tx(
     Ok(plan.applied)
 }
 
+/// Renews leases, in one transaction; returns how many jobs were renewed.
+pub(crate) async fn renew_leases(
+    mut conn: Conn,
+    ctx: Ctx,
+    renewals: &[crate::LeaseRenewal],
+) -> OpResult<u64> {
+    let mut tx = begin(&mut conn).await?;
+    let rows = renewals
+        .iter()
+        .map(|r| {
+            vec![
+                int(r.deadline_ms),
+                int(r.job.job.0),
+                text(r.state.as_str()),
+                int(r.job.attempt),
+                int(r.deadline_ms),
+            ]
+        })
+        .collect();
+    let r = ctx.bulk(&mut tx, q::RENEW_LEASE, rows).await;
+    finish(tx, r).await
+}
+
 /// The oldest requests owed since before `before_ms`, with their jobs (see [`crate::outbox`]).
 pub(crate) async fn unsent(mut conn: Conn, before_ms: i64, limit: u32) -> OpResult<Vec<Job>> {
     jobs(conn.exec(q::UNSENT, (before_ms, limit)).await?)

@@ -213,6 +213,10 @@ pub fn cas_update_group(n: usize) -> String {
     in_list(CAS_UPDATE_GROUP, n, "")
 }
 
+/// A heartbeat's lease renewal: (deadline, job, state, attempt, deadline). Only ever later.
+pub const RENEW_LEASE: &str = "UPDATE job SET lease_deadline_ms = ? \
+     WHERE id = ? AND state = ? AND attempt = ? AND COALESCE(lease_deadline_ms, 0) < ?";
+
 // ---- outbox (see `crate::outbox`) ---------------------------------------------------------
 
 /// Every job that left a queued state in a batch: its owed request is settled. Prefix of an

@@ -412,6 +412,15 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn renew_leases(&self, renewals: &[crate::LeaseRenewal]) -> Result<u64> {
+        if renewals.is_empty() {
+            return Ok(0);
+        }
+        let renewals = renewals.to_vec();
+        self.run("renewing leases", move |c| ops::renew_leases(c, &renewals))
+            .await
+    }
+
     async fn unsent(&self, before_ms: i64, limit: u32) -> Result<Vec<Job>> {
         self.run("reading the outbox", move |c| {
             ops::unsent(c, before_ms, limit)

@@ -271,6 +271,27 @@ pub(crate) fn expired_leases(conn: &Connection, now_ms: i64, limit: u32) -> Resu
         .ctx("listing expired leases")
 }
 
+pub(crate) fn renew_leases(conn: &mut Connection, renewals: &[crate::LeaseRenewal]) -> Result<u64> {
+    let what = "renewing leases";
+    let tx = begin(conn, what)?;
+    let mut renewed = 0;
+    {
+        let mut st = tx.prepare_cached(q::RENEW_LEASE).ctx(what)?;
+        for r in renewals {
+            renewed += st
+                .execute(params![
+                    r.deadline_ms,
+                    r.job.job.0,
+                    r.state.as_str(),
+                    r.job.attempt
+                ])
+                .ctx(what)? as u64;
+        }
+    }
+    tx.commit().ctx(what)?;
+    Ok(renewed)
+}
+
 pub(crate) fn unsent(conn: &Connection, before_ms: i64, limit: u32) -> Result<Vec<Job>> {
     conn.prepare_cached(q::UNSENT)
         .and_then(|mut st| {

@@ -160,6 +160,10 @@ pub(crate) const INSERT_ARTIFACT: &str = "INSERT OR IGNORE INTO artifact (hash, 
      created_ms) VALUES (?1, ?2, ?3, ?4)";
 pub(crate) const ARTIFACT: &str = "SELECT bytes FROM artifact WHERE hash = ?1";
 
+/// A heartbeat's lease renewal: (deadline, job, state, attempt). Only ever later.
+pub(crate) const RENEW_LEASE: &str = "UPDATE job SET lease_deadline_ms = ?1 \
+     WHERE id = ?2 AND state = ?3 AND attempt = ?4 AND COALESCE(lease_deadline_ms, 0) < ?1";
+
 // ---- outbox (see `crate::outbox`) ---------------------------------------------------------
 
 /// A job left a queued state: its owed request is settled.
