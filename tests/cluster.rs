@@ -141,6 +141,7 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
         std::fs::read_to_string(exported.join("tuned.csv")).unwrap(),
         std::fs::read_to_string(dir.path().join("out/tuned.csv")).unwrap()
     );
+    actors_restart_on_an_operators_order(&cluster);
     // An operator drains the deployment: every worker finishes and exits on its own.
     let mut drain = Command::new(env!("CARGO_BIN_EXE_shoal"));
     drain.args(["control", "drain", "--host", "any"]);
@@ -155,6 +156,45 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
             "{w} compiled nothing:\n{log}"
         );
     }
+}
+
+/// `shoal control restart <actor> --host <host>` restarts that actor in every worker process of
+/// the host that runs it (here all share one machine: both compile workers restart their
+/// Compiler; the eval worker, which runs none, ignores the order), and the processes go on: the
+/// drain that follows needs the restarted Scheduler and Compilers to stop cleanly.
+fn actors_restart_on_an_operators_order(cluster: &Cluster) {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let restarted = |worker: &str, actor: &str| {
+        let t0 = std::time::Instant::now();
+        let marker = "restarted by an operator";
+        while !cluster
+            .log(worker)
+            .lines()
+            .any(|l| l.contains(marker) && l.contains(actor))
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "{worker} did not restart its {actor}:\n{}",
+                cluster.log(worker)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    for actor in ["compiler", "scheduler"] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
+        cmd.args(["control", "restart", actor, "--host", host.trim()]);
+        cluster.env(&mut cmd);
+        common::run_ok(&mut cmd);
+    }
+    restarted("compile1", "compiler");
+    restarted("compile2", "compiler");
+    restarted("scheduler", "scheduler");
+    let eval = cluster.log("eval");
+    assert!(
+        eval.contains("this process does not run; ignored"),
+        "{eval}"
+    );
+    assert!(!eval.contains("restarted by an operator"), "{eval}");
 }
 
 /// Someone with access to the broker publishes to the compile queue the running workers consume:

@@ -131,7 +131,9 @@ mod heartbeat_tests {
     async fn long_work_sends_a_heartbeat_every_period() {
         let bus = MemoryBus::new(Namespace::new("beat").unwrap());
         let queue = bus.namespace().results_queue();
-        bus.declare_queue(&queue, &Default::default()).await.unwrap();
+        bus.declare_queue(&queue, &Default::default())
+            .await
+            .unwrap();
         let beat = ReplyBody::Heartbeat {
             session: SessionId(1),
             phase: Phase::Eval,
@@ -150,6 +152,9 @@ mod heartbeat_tests {
         assert_eq!(bus.queue_depth(&queue).await.unwrap(), 2);
         let mut consumer = bus.consume(&queue, 8).await.unwrap();
         let d = consumer.next().await.unwrap().unwrap();
-        assert_eq!(bus.codec().decode(&d.payload).unwrap(), Message::Reply(beat));
+        assert_eq!(
+            bus.codec().decode(&d.payload).unwrap(),
+            Message::Reply(beat)
+        );
     }
 }

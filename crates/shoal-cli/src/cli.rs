@@ -130,7 +130,8 @@ pub enum Command {
     /// Run the actors of one or more roles of the cluster over RabbitMQ and MySQL, until
     /// SIGTERM or Ctrl-C (then drain). Connection settings: SHOAL_BROKER, SHOAL_DB or --config.
     Worker(crate::worker::WorkerArgs),
-    /// Send an order to the cluster's workers: pause or resume a device, or drain a host.
+    /// Send an order to the cluster's workers: pause or resume a device, drain a host, or
+    /// restart one of its actors.
     Control {
         #[command(subcommand)]
         command: ControlCommand,
@@ -169,6 +170,40 @@ pub enum ControlCommand {
         #[arg(long)]
         host: String,
     },
+    /// Restart one actor of a host's workers with clean state, without restarting the process:
+    /// it is stopped as at shutdown (work in hand is handed back to the Scheduler, a Scheduler
+    /// applies the replies it holds), then started again from nothing with the same settings.
+    /// For an actor that is stuck or misbehaving; the worker's log says when it is back.
+    Restart {
+        /// Which actor.
+        #[arg(value_enum)]
+        actor: RestartableActor,
+        /// The host name: every worker process of that host that runs the actor restarts it.
+        /// `any`: every worker of the deployment that runs it.
+        #[arg(long)]
+        host: String,
+    },
+}
+
+/// The actors `shoal control restart` can restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RestartableActor {
+    Scheduler,
+    Compiler,
+    Evaluator,
+    Exporter,
+}
+
+impl RestartableActor {
+    /// The name the worker knows it by (`shoal_actors::cluster::RESTARTABLE`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartableActor::Scheduler => "scheduler",
+            RestartableActor::Compiler => "compiler",
+            RestartableActor::Evaluator => "evaluator",
+            RestartableActor::Exporter => "exporter",
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -374,6 +409,13 @@ async fn control(cmd: ControlCommand) -> anyhow::Result<ExitCode> {
         ControlCommand::Pause { host, device } => (host, "monitor", Control::Pause { device }),
         ControlCommand::Resume { host, device } => (host, "monitor", Control::Resume { device }),
         ControlCommand::Drain { host } => (host, "worker", Control::Drain),
+        ControlCommand::Restart { actor, host } => (
+            host,
+            "worker",
+            Control::Restart {
+                actor: actor.name().to_string(),
+            },
+        ),
     };
     let settings = crate::connect::Settings::load(None)?;
     let url = settings
@@ -498,4 +540,20 @@ async fn status(db: &Path, session: Option<i64>) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RestartableActor;
+    use clap::ValueEnum;
+
+    /// The CLI offers exactly the actors a worker can restart, by the names it knows them by.
+    #[test]
+    fn restartable_actors_match_the_worker() {
+        let names: Vec<&str> = RestartableActor::value_variants()
+            .iter()
+            .map(|a| a.name())
+            .collect();
+        assert_eq!(names, shoal_actors::cluster::RESTARTABLE);
+    }
 }
