@@ -246,6 +246,14 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// A batch of state changes and no build records.
+    pub fn from_changes(changes: Vec<Change>) -> Self {
+        Batch {
+            changes,
+            builds: Vec::new(),
+        }
+    }
+
     /// Validates every change ([`Change::validate`]). Every [`Store::apply`] calls this before
     /// touching the database, so a batch with one bad change is rejected whole.
     pub fn validate(&self) -> Result<()> {

@@ -8,7 +8,7 @@ use shoal_model::{FailureKind, Job, JobState, Outcome, ResultRow, Session, Sessi
 use shoal_store::{Batch, Change};
 
 use super::{Inner, Tag};
-use crate::{now_ms, ActorError};
+use crate::ActorError;
 
 /// An eval dispatch added to a batch of results by [`Inner::chain_evals`] at `index`, right
 /// after the compile result it follows: published once it and that result applied.
@@ -34,7 +34,7 @@ impl Inner {
             .into_iter()
             .partition(|j| j.retries > session.info.max_retries);
         if !dead.is_empty() {
-            let now = now_ms();
+            let now = self.now();
             let changes = dead
                 .iter()
                 .map(|j| {
@@ -84,7 +84,7 @@ impl Inner {
         let jobs = self.split_exhausted(&session, jobs, JobState::New).await?;
         // Leave jobs whose build is already out; they are completed from its record.
         let jobs: Vec<Job> = {
-            let building = self.building.lock().unwrap();
+            let building = self.building.borrow_mut();
             jobs.into_iter()
                 .filter(|j| !building.contains(&(session_id, j.build_key.clone())))
                 .collect()
@@ -107,8 +107,8 @@ impl Inner {
             })
             .map(|b| (b.build_key, b.result))
             .collect();
-        let deadline = now_ms() + self.config.queue_lease.as_millis() as i64;
-        let now = now_ms();
+        let deadline = self.now() + self.config.queue_lease.as_millis() as i64;
+        let now = self.now();
         let mut eval_room = {
             let in_flight = self.in_flight_of(session_id).await?.eval.max(0) as u64;
             self.config.max_eval_in_flight.saturating_sub(in_flight)
@@ -193,7 +193,7 @@ impl Inner {
             })
             .collect();
         {
-            let mut compiling = self.compiling.lock().unwrap();
+            let mut compiling = self.compiling.borrow_mut();
             for j in &jobs {
                 let r = shoal_model::JobRef {
                     job: j.id,
@@ -237,7 +237,7 @@ impl Inner {
         if jobs.is_empty() {
             return Ok(false);
         }
-        let deadline = now_ms() + self.config.queue_lease.as_millis() as i64;
+        let deadline = self.now() + self.config.queue_lease.as_millis() as i64;
         let changes: Vec<Change> = jobs
             .iter()
             .map(|j| {
@@ -312,13 +312,13 @@ impl Inner {
                 room.insert(*s, self.config.max_eval_in_flight.saturating_sub(in_flight));
             }
         }
-        let deadline = now_ms() + self.config.queue_lease.as_millis() as i64;
+        let deadline = self.now() + self.config.queue_lease.as_millis() as i64;
         let mut out = Vec::with_capacity(changes.len());
         let mut out_tags = Vec::with_capacity(changes.len());
         let mut chained = Vec::new();
         // Where each job's compile results landed in `out`.
         let mut landed: HashMap<shoal_model::JobId, Vec<usize>> = HashMap::new();
-        let mut compiling = self.compiling.lock().unwrap();
+        let mut compiling = self.compiling.borrow_mut();
         for (i, (c, tag)) in changes.into_iter().zip(tags).enumerate() {
             let s = tag.session;
             let t = &c.transition;
@@ -405,7 +405,7 @@ impl Inner {
 
     /// Expired leases: back to the start of the phase, counted as a retry.
     pub(super) async fn sweep_leases(&self) -> Result<(), ActorError> {
-        let expired = self.store.expired_leases(now_ms(), 1000).await?;
+        let expired = self.store.expired_leases(self.now(), 1000).await?;
         let served: HashSet<SessionId> = self.config.sessions.iter().copied().collect();
         let serves_all = served.is_empty();
         let mut sessions = Vec::new();
@@ -418,10 +418,9 @@ impl Inner {
                 if to == JobState::New {
                     // Its build request may be lost: let the next dispatch ask again.
                     self.building
-                        .lock()
-                        .unwrap()
+                        .borrow_mut()
                         .remove(&(j.session, j.build_key.clone()));
-                    self.compiling.lock().unwrap().remove(&j.id);
+                    self.compiling.borrow_mut().remove(&j.id);
                 }
                 let mut t = Transition::new(j.id, j.state, j.attempt, to).ok()?;
                 t.count_retry = true;

@@ -1,12 +1,17 @@
 //! The Scheduler: the only writer of job state.
 //!
-//! Two loops share one actor:
+//! One task owns all of the Scheduler's state, with no locks shared between tasks, and reads time
+//! from an injected [`Clock`]. One `select!` takes whichever comes first of a reply, the tick
+//! and the stop signal; each turn of the loop also dispatches. If the task fails or panics, its
+//! supervisor starts a new one with fresh state: everything it keeps in memory (in-flight counts,
+//! builds out, caches) is derived again from the store, so nothing stale or half-updated
+//! survives a failure. The turn does two kinds of work:
 //! - **dispatch**: claims `new` jobs in batches (grouped by build key, so one compile serves every
 //!   job that needs it), reuses builds already known, publishes compile requests; claims
 //!   `compiled` jobs and publishes eval requests; keeps the number of jobs in flight bounded so a
 //!   lease measures work, not a long wait in a queue; requeues expired leases; errors jobs whose
 //!   retries are exhausted.
-//! - **results**: consumes the results queue in batches, turns each reply into compare-and-sets
+//! - **replies**: consumes the results queue in batches, turns each reply into compare-and-sets
 //!   ([`plan`]), applies the batch in one transaction, and only then acknowledges the deliveries.
 //!   A compile result also moves its jobs on to `eval_queued` in the same write and publishes
 //!   their eval requests after the commit (`Inner::chain_evals`): one row write per job fewer.
@@ -22,20 +27,21 @@ pub mod plan;
 mod send;
 mod started;
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use shoal_bus::{Bus, Consumer, Delivery, QueueOptions};
 use shoal_model::{Config, ConfigId, Message, Session, SessionId, Transition};
 use shoal_store::{Batch, Change, Store, StoreError};
-use tokio::sync::Notify;
 
 use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
 use crate::supervise::{supervise, Backoff};
-use crate::{now_ms, ActorError};
+use crate::ActorError;
 use plan::{check_reply, plan_reply, renewals, Leases};
 use shoal_model::message::RUNNING_LEASE;
 use started::{StartedNotices, STARTED_DEBOUNCE};
@@ -91,37 +97,63 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// Where the Scheduler reads the time (milliseconds since the Unix epoch): leases, the lease
+/// sweep, the outbox's grace. Injected so that tests can move time instead of waiting for it.
+pub trait Clock: Send + Sync + 'static {
+    fn now_ms(&self) -> i64;
+}
+
+/// The system's clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        crate::now_ms()
+    }
+}
+
 /// The Scheduler actor. It owns no job state in memory that the store does not also have,
 /// except the set of builds in progress (lost on restart, which costs at most a duplicate build).
 pub struct Scheduler {
-    inner: Arc<Inner>,
+    parts: Parts,
     stop: Signal,
     guard: DrainGuard,
 }
 
+/// What every run of the Scheduler's task starts from.
+#[derive(Clone)]
+struct Parts {
+    store: Arc<dyn Store>,
+    bus: Arc<dyn Bus>,
+    backends: SessionBackends,
+    config: SchedulerConfig,
+    clock: Arc<dyn Clock>,
+}
+
+/// The state of one run of the Scheduler's task, owned by that task alone (hence `RefCell`, and
+/// no lock: nothing else can reach it).
 struct Inner {
     store: Arc<dyn Store>,
     bus: Arc<dyn Bus>,
     backends: SessionBackends,
     config: SchedulerConfig,
-    /// Wakes dispatch when replies freed capacity.
-    wake: Notify,
-    sessions: Mutex<HashMap<SessionId, Session>>,
-    configs: Mutex<HashMap<ConfigId, Config>>,
+    clock: Arc<dyn Clock>,
+    sessions: RefCell<HashMap<SessionId, Session>>,
+    configs: RefCell<HashMap<ConfigId, Config>>,
     /// (session, build key) pairs with a compile request out.
-    building: Mutex<HashSet<(SessionId, String)>>,
+    building: RefCell<HashSet<(SessionId, String)>>,
     /// Jobs this Scheduler sent to compile, as claimed (what an eval request needs), so that
     /// their compile result can dispatch the eval in the same compare-and-set (see
     /// [`Inner::chain_evals`]). Lost on restart: those jobs then take the ordinary eval dispatch.
-    compiling: Mutex<HashMap<shoal_model::JobId, shoal_model::Job>>,
+    compiling: RefCell<HashMap<shoal_model::JobId, shoal_model::Job>>,
     /// Queues already declared by this Scheduler.
-    declared: Mutex<HashSet<String>>,
+    declared: RefCell<HashSet<String>>,
     /// "Started" notices held back for a moment, and what is known of them (see
     /// [`started`]).
-    started: Mutex<StartedNotices<Tag>>,
+    started: RefCell<StartedNotices<Tag>>,
     /// Jobs in flight per session and phase, kept by the one writer as it applies changes
     /// (counted from the store once per session), so dispatch never scans the job table.
-    in_flight: Mutex<HashMap<SessionId, InFlight>>,
+    in_flight: RefCell<HashMap<SessionId, InFlight>>,
 }
 
 /// Jobs of a session in the compile phase (queued or compiling) and in the eval phase.
@@ -179,23 +211,52 @@ impl Scheduler {
         guard: DrainGuard,
     ) -> Self {
         Scheduler {
-            inner: Arc::new(Inner {
+            parts: Parts {
                 store,
                 bus,
                 backends,
                 config,
-                wake: Notify::new(),
-                sessions: Mutex::new(HashMap::new()),
-                configs: Mutex::new(HashMap::new()),
-                building: Mutex::new(HashSet::new()),
-                compiling: Mutex::new(HashMap::new()),
-                declared: Mutex::new(HashSet::new()),
-                in_flight: Mutex::new(HashMap::new()),
-                started: Mutex::new(StartedNotices::default()),
-            }),
+                clock: Arc::new(SystemClock),
+            },
             stop,
             guard,
         }
+    }
+
+    /// The same Scheduler reading time from `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.parts.clock = clock;
+        self
+    }
+
+    /// Fresh state for one run of the task, for tests that drive its steps one by one.
+    #[cfg(test)]
+    fn fresh_inner(&self) -> Rc<Inner> {
+        Inner::new(&self.parts)
+    }
+}
+
+impl Inner {
+    fn new(p: &Parts) -> Rc<Inner> {
+        Rc::new(Inner {
+            store: p.store.clone(),
+            bus: p.bus.clone(),
+            backends: p.backends.clone(),
+            config: p.config.clone(),
+            clock: p.clock.clone(),
+            sessions: RefCell::default(),
+            configs: RefCell::default(),
+            building: RefCell::default(),
+            compiling: RefCell::default(),
+            declared: RefCell::default(),
+            in_flight: RefCell::default(),
+            started: RefCell::default(),
+        })
+    }
+
+    /// Now, by the injected clock.
+    fn now(&self) -> i64 {
+        self.clock.now_ms()
     }
 }
 
@@ -203,23 +264,15 @@ impl Actor for Scheduler {
     type Context = Context<Self>;
 
     fn started(&mut self, _ctx: &mut Self::Context) {
-        let inner = self.inner.clone();
+        let parts = self.parts.clone();
         let stop = self.stop.clone();
         supervise(
-            "scheduler.dispatch".into(),
+            "scheduler".into(),
             Backoff::default(),
             self.stop.clone(),
             self.guard.clone(),
-            move || dispatch_loop(inner.clone(), stop.clone()),
-        );
-        let inner = self.inner.clone();
-        let stop = self.stop.clone();
-        supervise(
-            "scheduler.results".into(),
-            Backoff::default(),
-            self.stop.clone(),
-            self.guard.clone(),
-            move || results_loop(inner.clone(), stop.clone()),
+            // Each run from fresh state: see the module's documentation.
+            move || run(Inner::new(&parts), stop.clone()),
         );
     }
 }
@@ -247,47 +300,10 @@ pub async fn requeue_in_flight(store: &dyn Store, session: SessionId) -> Result<
     Ok(applied.iter().filter(|a| **a).count() as u64)
 }
 
-async fn dispatch_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
-    let mut last_sweep = 0i64;
-    // What a previous Scheduler (or this one's failed publishes) left owed goes out first.
-    let mut owed = send::OwedSweep::new();
-    let mut sessions = inner.config.sessions.clone();
-    let mut last_refresh = 0i64;
-    loop {
-        if stop.is_triggered() {
-            return Ok(());
-        }
-        // Serving every session (the cluster Scheduler): find the ones with open work now and
-        // then, so a session created after start-up is picked up within two seconds.
-        if inner.config.sessions.is_empty() && now_ms() - last_refresh > 2_000 {
-            sessions = inner.open_sessions().await?;
-            last_refresh = now_ms();
-        }
-        let mut progressed = false;
-        if let Some(before) = owed.due(now_ms()) {
-            progressed |= inner.send_owed(before).await? > 0;
-        }
-        for &session in &sessions {
-            progressed |= inner.dispatch_compile(session).await?;
-            progressed |= inner.dispatch_eval(session).await?;
-        }
-        if now_ms() - last_sweep > 1_000 {
-            inner.sweep_leases().await?;
-            last_sweep = now_ms();
-        }
-        if progressed {
-            tokio::task::yield_now().await;
-            continue;
-        }
-        tokio::select! {
-            _ = inner.wake.notified() => {}
-            _ = tokio::time::sleep(inner.config.tick) => {}
-            _ = stop.triggered() => return Ok(()),
-        }
-    }
-}
-
-async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
+/// One run of the Scheduler's task: dispatch, then wait for the first of a reply, the tick or
+/// the stop signal; on stop, apply what is left on the results queue (the workers stopped first,
+/// so it is final) and the started notices held back.
+async fn run(inner: Rc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
     let queue = inner.bus.namespace().results_queue();
     inner
         .bus
@@ -300,12 +316,25 @@ async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorEr
         .await?;
     let prefetch = inner.config.result_batch.min(u16::MAX as usize) as u16;
     let mut consumer = inner.bus.consume(&queue, prefetch).await?;
+    let mut dispatch = DispatchPace::new(&inner);
     loop {
+        if stop.is_triggered() {
+            break;
+        }
+        let progressed = dispatch.turn(&inner).await?;
+        // Dispatch made progress: look for replies without waiting, then dispatch again.
+        let wait = if progressed {
+            Duration::ZERO
+        } else {
+            // (Started notices held back are written at least twice per debounce.)
+            inner.config.tick.min(STARTED_DEBOUNCE / 2)
+        };
         let first = tokio::select! {
-            d = consumer.next() => d,
+            biased;
             _ = stop.triggered() => break,
-            // Nothing arrived for a while: write the started notices that are due.
-            _ = tokio::time::sleep(STARTED_DEBOUNCE / 2) => {
+            d = consumer.next() => d,
+            _ = tokio::time::sleep(wait) => {
+                // Write the started notices that are due.
                 inner.apply_deliveries(Vec::new(), &stop).await?;
                 continue;
             }
@@ -314,14 +343,12 @@ async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorEr
         let mut batch = vec![first?];
         fill_batch(&mut *consumer, &mut batch, inner.config.result_batch).await?;
         inner.apply_deliveries(batch, &stop).await?;
-        inner.wake.notify_one();
     }
-    // Stopping: the workers have stopped first, so what is left in the queue is final. Apply it.
     loop {
         let mut batch = Vec::new();
         fill_batch(&mut *consumer, &mut batch, inner.config.result_batch).await?;
         if batch.is_empty() {
-            let (changes, tags) = inner.started.lock().unwrap().drain();
+            let (changes, tags) = inner.started.borrow_mut().drain();
             if !changes.is_empty() {
                 let sessions: Vec<SessionId> = tags.iter().map(|t| t.session).collect();
                 let batch = Batch {
@@ -333,6 +360,51 @@ async fn results_loop(inner: Arc<Inner>, mut stop: Signal) -> Result<(), ActorEr
             return Ok(());
         }
         inner.apply_deliveries(batch, &stop).await?;
+    }
+}
+
+/// When dispatch does what: the outbox sweep, the sessions served, the lease sweep.
+struct DispatchPace {
+    owed: send::OwedSweep,
+    last_sweep: i64,
+    sessions: Vec<SessionId>,
+    last_refresh: Option<i64>,
+}
+
+impl DispatchPace {
+    fn new(inner: &Inner) -> Self {
+        DispatchPace {
+            // What a previous Scheduler (or this one's failed publishes) left owed goes out
+            // first.
+            owed: send::OwedSweep::new(),
+            last_sweep: 0,
+            sessions: inner.config.sessions.clone(),
+            last_refresh: None,
+        }
+    }
+
+    /// One turn of dispatch; whether anything was dispatched or sent.
+    async fn turn(&mut self, inner: &Inner) -> Result<bool, ActorError> {
+        let now = inner.now();
+        // Serving every session (the cluster Scheduler): find the ones with open work now and
+        // then, so a session created after start-up is picked up within two seconds.
+        if inner.config.sessions.is_empty() && self.last_refresh.is_none_or(|t| now - t > 2_000) {
+            self.sessions = inner.open_sessions().await?;
+            self.last_refresh = Some(now);
+        }
+        let mut progressed = false;
+        if let Some(before) = self.owed.due(now) {
+            progressed |= inner.send_owed(before).await? > 0;
+        }
+        for &session in &self.sessions {
+            progressed |= inner.dispatch_compile(session).await?;
+            progressed |= inner.dispatch_eval(session).await?;
+        }
+        if now - self.last_sweep > 1_000 {
+            inner.sweep_leases().await?;
+            self.last_sweep = now;
+        }
+        Ok(progressed)
     }
 }
 
@@ -354,7 +426,7 @@ async fn fill_batch(
 impl Inner {
     /// The in-flight counts of a session, counted from the store the first time.
     async fn in_flight_of(&self, session: SessionId) -> Result<InFlight, ActorError> {
-        if let Some(f) = self.in_flight.lock().unwrap().get(&session) {
+        if let Some(f) = self.in_flight.borrow_mut().get(&session) {
             return Ok(*f);
         }
         let counts = self.store.state_counts(session).await?;
@@ -364,7 +436,7 @@ impl Inner {
             compile: get(CompileQueued) + get(Compiling),
             eval: get(EvalQueued) + get(Evaluating),
         };
-        Ok(*self.in_flight.lock().unwrap().entry(session).or_insert(f))
+        Ok(*self.in_flight.borrow_mut().entry(session).or_insert(f))
     }
 
     /// Applies a batch whose changes belong to `sessions[i]`, and keeps the in-flight counts
@@ -379,10 +451,9 @@ impl Inner {
         }
         let applied = self.store.apply(batch).await?;
         self.started
-            .lock()
-            .unwrap()
+            .borrow_mut()
             .committed(&batch.changes, &applied);
-        let mut counts = self.in_flight.lock().unwrap();
+        let mut counts = self.in_flight.borrow_mut();
         for ((change, ok), session) in batch.changes.iter().zip(&applied).zip(sessions) {
             if let Some(f) = counts.get_mut(session) {
                 f.account([(&change.transition, *ok)]);
@@ -435,7 +506,7 @@ impl Inner {
     /// Declares a queue before the first publish to it, so requests wait in the queue for
     /// workers that have not started yet instead of failing.
     async fn ensure_queue(&self, name: &str) -> Result<(), ActorError> {
-        if self.declared.lock().unwrap().contains(name) {
+        if self.declared.borrow_mut().contains(name) {
             return Ok(());
         }
         self.bus
@@ -446,12 +517,12 @@ impl Inner {
                 },
             )
             .await?;
-        self.declared.lock().unwrap().insert(name.to_string());
+        self.declared.borrow_mut().insert(name.to_string());
         Ok(())
     }
 
     async fn session(&self, id: SessionId) -> Result<Session, ActorError> {
-        if let Some(s) = self.sessions.lock().unwrap().get(&id) {
+        if let Some(s) = self.sessions.borrow_mut().get(&id) {
             return Ok(s.clone());
         }
         let s = self
@@ -459,12 +530,12 @@ impl Inner {
             .session(id)
             .await?
             .ok_or(ActorError::UnknownSession(id))?;
-        self.sessions.lock().unwrap().insert(id, s.clone());
+        self.sessions.borrow_mut().insert(id, s.clone());
         Ok(s)
     }
 
     async fn config(&self, id: ConfigId) -> Result<Config, ActorError> {
-        if let Some(c) = self.configs.lock().unwrap().get(&id) {
+        if let Some(c) = self.configs.borrow_mut().get(&id) {
             return Ok(c.clone());
         }
         let c = self
@@ -472,7 +543,7 @@ impl Inner {
             .config(id)
             .await?
             .ok_or_else(|| ActorError::Other(format!("config {id} is not in the store")))?;
-        self.configs.lock().unwrap().insert(id, c.clone());
+        self.configs.borrow_mut().insert(id, c.clone());
         Ok(c)
     }
 
@@ -482,7 +553,7 @@ impl Inner {
     /// store fails here.)
     async fn leases(&self, session: SessionId) -> Result<Leases, ActorError> {
         self.backends.get(&*self.store, session).await?;
-        let deadline = now_ms() + RUNNING_LEASE.as_millis() as i64;
+        let deadline = self.now() + RUNNING_LEASE.as_millis() as i64;
         Ok(Leases {
             compile_started_ms: deadline,
             eval_started_ms: deadline,
@@ -500,7 +571,7 @@ impl Inner {
         stop: &Signal,
     ) -> Result<(), ActorError> {
         use shoal_model::message::ReplyBody;
-        let now = now_ms();
+        let now = self.now();
         let mut batch = Batch::default();
         let mut tags = Vec::new();
         let mut finished_builds = Vec::new();
@@ -566,7 +637,7 @@ impl Inner {
             batch.builds.extend(plan.builds);
             held.push((d, stale_if_unapplied));
         }
-        let (changes, tags) = self.started.lock().unwrap().sift(
+        let (changes, tags) = self.started.borrow_mut().sift(
             std::mem::take(&mut batch.changes),
             tags,
             Instant::now(),
@@ -595,7 +666,7 @@ impl Inner {
             .await?;
         }
         {
-            let mut building = self.building.lock().unwrap();
+            let mut building = self.building.borrow_mut();
             for k in finished_builds {
                 building.remove(&k);
             }
@@ -617,6 +688,8 @@ async fn refuse(d: Delivery, reason: String) -> Result<(), ActorError> {
     Ok(())
 }
 
+#[cfg(test)]
+mod lease_tests;
 #[cfg(test)]
 mod outbox_tests;
 #[cfg(test)]

@@ -12,6 +12,7 @@ use shoal_model::JobState::*;
 
 use super::tests::session_with_jobs;
 use super::*;
+use crate::now_ms;
 
 /// The in-process bus, refusing every publish while `refuse` is set: a broker that is down.
 struct RefusingBus {
@@ -58,7 +59,7 @@ impl Bus for RefusingBus {
     }
 }
 
-fn scheduler(store: Arc<dyn Store>, bus: Arc<dyn Bus>, session: SessionId) -> Arc<Inner> {
+fn scheduler(store: Arc<dyn Store>, bus: Arc<dyn Bus>, session: SessionId) -> Rc<Inner> {
     let (_trigger, signal) = crate::shutdown::channel();
     let drain = crate::shutdown::Drain::new();
     Scheduler::new(
@@ -73,8 +74,7 @@ fn scheduler(store: Arc<dyn Store>, bus: Arc<dyn Bus>, session: SessionId) -> Ar
         signal,
         drain.guard(),
     )
-    .inner
-    .clone()
+    .fresh_inner()
 }
 
 /// The compile requests waiting in the session's compile queue, as (job, attempt) lists.
@@ -130,8 +130,7 @@ async fn a_successor_sends_what_a_dead_scheduler_owed() {
     // The build is out: dispatch does not ask for it again.
     assert!(inner
         .building
-        .lock()
-        .unwrap()
+        .borrow()
         .contains(&(session, "noop:B=1".to_string())));
 }
 

@@ -107,7 +107,7 @@ impl Inner {
                 self.add_to_compile_requests(&mut requests, &claimed, r)
                     .await?;
                 // As if just claimed: its compile result may chain its eval dispatch.
-                self.compiling.lock().unwrap().insert(j.id, claimed);
+                self.compiling.borrow_mut().insert(j.id, claimed);
             }
             outgoing.extend(self.compile_outgoing(&session, requests));
             let mut items = Vec::new();
@@ -154,7 +154,7 @@ impl Inner {
         session: &Session,
         requests: Vec<CompileRequest>,
     ) -> Vec<Outgoing> {
-        let mut building = self.building.lock().unwrap();
+        let mut building = self.building.borrow_mut();
         requests
             .into_iter()
             .filter(|req| !req.jobs.is_empty())

@@ -86,7 +86,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
         signal,
         drain.guard(),
     );
-    let inner = scheduler.inner.clone();
+    let inner = scheduler.fresh_inner();
     assert!(inner.dispatch_compile(session).await.unwrap());
     let compile_queue = ns.compile_queue("noop_build", "x86_64");
     let mut compiles = bus.consume(&compile_queue, 8).await.unwrap();
@@ -123,7 +123,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
         assert!(j.lease_deadline_ms.is_some());
     }
     assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 3);
-    assert!(inner.compiling.lock().unwrap().is_empty());
+    assert!(inner.compiling.borrow().is_empty());
     let eval_queue = ns.eval_queue("noop_run", "x86_64", 2);
     assert_eq!(bus.queue_depth(&eval_queue).await.unwrap(), 1);
     let mut evals = bus.consume(&eval_queue, 8).await.unwrap();
@@ -261,7 +261,7 @@ async fn dispatched(
     store: Arc<dyn Store>,
     session: SessionId,
 ) -> (
-    Arc<Inner>,
+    Rc<Inner>,
     Arc<shoal_bus::MemoryBus>,
     shoal_model::message::CompileRequest,
     Signal,
@@ -284,7 +284,7 @@ async fn dispatched(
         signal.clone(),
         drain.guard(),
     );
-    let inner = scheduler.inner.clone();
+    let inner = scheduler.fresh_inner();
     assert!(inner.dispatch_compile(session).await.unwrap());
     let mut compiles = bus
         .consume(&ns.compile_queue("noop_build", "x86_64"), 8)
