@@ -11,6 +11,7 @@ use shoal_model::{FailureKind, JobRef, JobState::*};
 
 use super::tests::session_with_jobs;
 use super::*;
+use shoal_model::Message;
 
 /// A clock that moves only when told.
 struct ManualClock(AtomicI64);

@@ -5,6 +5,8 @@
 
 use super::*;
 use shoal_model::JobState::*;
+use shoal_model::Message;
+use shoal_store::StoreError;
 
 /// A compile result dispatches its jobs' evals in the same transaction: one compare-and-set
 /// per job from `compile_queued` to `eval_queued` (attempt 2) and an eval request published

@@ -1,0 +1,197 @@
+//! The Scheduler's apply path: replies verified, checked and planned, applied in one
+//! transaction, and each delivery settled on its own; every committed job change goes through
+//! [`Inner::apply_counted`], which keeps the in-flight counts and what is known of started
+//! notices.
+
+use std::time::{Duration, Instant};
+
+use shoal_bus::Delivery;
+use shoal_model::message::RUNNING_LEASE;
+use shoal_model::{Message, SessionId};
+use shoal_store::{Batch, StoreError};
+
+use super::plan::{check_reply, plan_reply, renewals};
+use super::{started, Inner, Tag};
+use crate::shutdown::Signal;
+use crate::ActorError;
+
+impl Inner {
+    /// Applies a batch whose changes belong to `sessions[i]`, and keeps the in-flight counts
+    /// and what is known of started notices: every committed job change goes through here.
+    pub(super) async fn apply_counted(
+        &self,
+        batch: &Batch,
+        sessions: &[SessionId],
+    ) -> Result<Vec<bool>, ActorError> {
+        for s in sessions {
+            self.in_flight_of(*s).await?;
+        }
+        let applied = self.store.apply(batch).await?;
+        self.started
+            .borrow_mut()
+            .committed(&batch.changes, &applied);
+        let mut counts = self.in_flight.borrow_mut();
+        for ((change, ok), session) in batch.changes.iter().zip(&applied).zip(sessions) {
+            if let Some(f) = counts.get_mut(session) {
+                f.account([(&change.transition, *ok)]);
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Runs `op` again while it fails because the store cannot be reached, with backoff from
+    /// 100 ms to 5 s, for at most [`SchedulerConfig::store_retry_for`] and not past the stop
+    /// signal. Other errors, and the last one, are returned.
+    pub(super) async fn retry_store<T, F, Fut>(
+        &self,
+        stop: &Signal,
+        what: &str,
+        mut op: F,
+    ) -> Result<T, ActorError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ActorError>>,
+    {
+        let give_up = Instant::now() + self.config.store_retry_for;
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match op().await {
+                Err(ActorError::Store(e @ StoreError::Backend { .. }))
+                    if Instant::now() < give_up && !stop.is_triggered() =>
+                {
+                    tracing::warn!(error = %e, what, retry_in_ms = delay.as_millis() as u64, "store unreachable; replies held, retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Verifies, checks, plans and applies a batch of replies in one transaction, then settles
+    /// each delivery on its own: a reply that cannot apply — unsigned, undecodable, not a reply,
+    /// naming an unknown session, carrying impossible values, or entirely stale — is
+    /// dead-lettered alone with its reason, and the rest of the batch goes on. A store that
+    /// cannot be reached is retried while the deliveries are held ([`Inner::retry_store`]).
+    pub(super) async fn apply_deliveries(
+        &self,
+        deliveries: Vec<Delivery>,
+        stop: &Signal,
+    ) -> Result<(), ActorError> {
+        use shoal_model::message::ReplyBody;
+        let now = self.now();
+        let mut batch = Batch::default();
+        let mut tags = Vec::new();
+        let mut finished_builds = Vec::new();
+        let mut renewed = Vec::new();
+        // (delivery, what to call it if none of its changes applies)
+        let mut held: Vec<(Delivery, Option<String>)> = Vec::with_capacity(deliveries.len());
+        for d in deliveries {
+            let reply = match self.bus.codec().decode(&d.payload) {
+                Ok(Message::Reply(r)) => r,
+                Ok(other) => {
+                    let kind = format!("{other:?}");
+                    let kind = kind.split('(').next().unwrap_or("?").to_string();
+                    refuse(d, format!("results queue got a {kind} message")).await?;
+                    continue;
+                }
+                Err(e) => {
+                    refuse(d, format!("refused on the results queue: {e}")).await?;
+                    continue;
+                }
+            };
+            if let Err(reason) = check_reply(&reply) {
+                refuse(d, format!("impossible reply: {reason}")).await?;
+                continue;
+            }
+            let session = reply.session();
+            let leases = match self
+                .retry_store(stop, "session lookup", || self.leases(session))
+                .await
+            {
+                Ok(l) => l,
+                Err(ActorError::UnknownSession(s)) => {
+                    refuse(
+                        d,
+                        format!("reply for session {s}, which is not in the store"),
+                    )
+                    .await?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if let ReplyBody::Compiled(c) = &reply {
+                finished_builds.push((c.session, c.build_key.clone()));
+            }
+            renewed.extend(renewals(&reply, now + RUNNING_LEASE.as_millis() as i64));
+            let stale_if_unapplied = match &reply {
+                ReplyBody::Started { .. } | ReplyBody::Heartbeat { .. } => None,
+                r => Some(format!(
+                    "stale {}: no job of it is at the attempt it names",
+                    r.kind()
+                )),
+            };
+            let plan = plan_reply(&reply, leases, now);
+            let origin = Some(held.len());
+            tags.extend(plan.changes.iter().map(|c| {
+                Tag {
+                    session,
+                    origin: (!started::is_started_edge(&c.transition))
+                        .then_some(origin)
+                        .flatten(),
+                }
+            }));
+            batch.changes.extend(plan.changes);
+            batch.builds.extend(plan.builds);
+            held.push((d, stale_if_unapplied));
+        }
+        let (changes, tags) = self.started.borrow_mut().sift(
+            std::mem::take(&mut batch.changes),
+            tags,
+            Instant::now(),
+        );
+        let (changes, tags, chained) = self.chain_evals(changes, tags).await?;
+        batch.changes = changes;
+        let mut applied_any = vec![false; held.len()];
+        if !batch.changes.is_empty() || !batch.builds.is_empty() {
+            let sessions: Vec<SessionId> = tags.iter().map(|t| t.session).collect();
+            let applied = self
+                .retry_store(stop, "applying replies", || {
+                    self.apply_counted(&batch, &sessions)
+                })
+                .await?;
+            for (tag, ok) in tags.iter().zip(&applied) {
+                if let (Some(i), true) = (tag.origin, ok) {
+                    applied_any[i] = true;
+                }
+            }
+            self.publish_chained(chained, &applied).await?;
+        }
+        if !renewed.is_empty() {
+            self.retry_store(stop, "renewing leases", || async {
+                Ok(self.store.renew_leases(&renewed).await?)
+            })
+            .await?;
+        }
+        {
+            let mut building = self.building.borrow_mut();
+            for k in finished_builds {
+                building.remove(&k);
+            }
+        }
+        for ((d, stale), applied) in held.into_iter().zip(applied_any) {
+            match stale {
+                Some(reason) if !applied => refuse(d, reason).await?,
+                _ => d.ack().await?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Dead-letters one reply with its reason, logged.
+async fn refuse(d: Delivery, reason: String) -> Result<(), ActorError> {
+    tracing::warn!(reason = %reason, "reply dead-lettered");
+    d.dead_letter(reason).await?;
+    Ok(())
+}
