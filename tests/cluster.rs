@@ -388,8 +388,6 @@ fn compile_and_eval_workers_on_separate_hosts_over_veth() {
         .enable_all()
         .build()
         .unwrap();
-    forward(&rt, format!("{}:5672", net.gateway), "127.0.0.1:5672");
-    forward(&rt, format!("{}:3306", net.gateway), "127.0.0.1:3306");
 
     let mut cluster = Cluster::new("nn", dir.path());
     let arch = std::env::consts::ARCH;
@@ -418,6 +416,11 @@ fn compile_and_eval_workers_on_separate_hosts_over_veth() {
     }
     cluster.amqp = local.0;
     cluster.mysql_server = local.1;
+    // The remote hosts started while nothing answered on the bridge, as after a reboot where the
+    // servers come up last: they wait for the database and the broker instead of exiting.
+    std::thread::sleep(Duration::from_secs(2));
+    forward(&rt, format!("{}:5672", net.gateway), "127.0.0.1:5672");
+    forward(&rt, format!("{}:3306", net.gateway), "127.0.0.1:3306");
     let stdout = tune_in_cluster(&cluster, dir.path());
     check_results(&cluster, dir.path(), &stdout);
     for w in ["compile1", "compile2", "eval"] {
@@ -425,6 +428,10 @@ fn compile_and_eval_workers_on_separate_hosts_over_veth() {
         assert!(
             log.contains(&net.gateway),
             "{w} did not connect through the bridge:\n{log}"
+        );
+        assert!(
+            log.contains("database unreachable"),
+            "{w} did not wait for the database:\n{log}"
         );
     }
     cluster.stop_workers(Duration::from_secs(20));

@@ -255,7 +255,8 @@ impl BenchCluster {
         let database = format!("shoal_{tag}");
         shoal_store::mysql::MysqlStore::create_database(&server, &database).await?;
         let db_url = format!("{}/{database}", server.trim_end_matches('/'));
-        let store = crate::connect::open_store_url("SHOAL_TEST_MYSQL", &db_url).await?;
+        let store =
+            crate::connect::open_store_url("SHOAL_TEST_MYSQL", &db_url, Duration::ZERO).await?;
         store.migrate().await?;
         let work = tempfile::tempdir()?;
         let key_file = work.path().join("hmac.key");

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -283,7 +284,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // The cluster's database when one is configured, else the --db file.
             let settings = crate::connect::Settings::load(None)?;
             let store = match &settings.db {
-                Some(url) => crate::connect::open_store_url(&settings.db_from, url).await?,
+                Some(url) => {
+                    crate::connect::open_store_url(&settings.db_from, url, Duration::ZERO).await?
+                }
                 None => open_store(&db).await?,
             };
             let v = store.migrate().await?;
@@ -308,9 +311,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             {
                 anyhow::bail!("-o: {e}");
             }
-            let bus =
-                crate::connect::open_bus_url(&settings.broker_from, &url, settings.namespace()?)
-                    .await?;
+            let bus = crate::connect::open_bus_url(
+                &settings.broker_from,
+                &url,
+                settings.namespace()?,
+                Duration::ZERO,
+            )
+            .await?;
             let msg = shoal_model::Message::Control(shoal_model::message::Control::Export {
                 session: SessionId(session),
                 out_dir: out.display().to_string(),
@@ -422,8 +429,13 @@ async fn control(cmd: ControlCommand) -> anyhow::Result<ExitCode> {
         .broker
         .clone()
         .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
-    let bus =
-        crate::connect::open_bus_url(&settings.broker_from, &url, settings.namespace()?).await?;
+    let bus = crate::connect::open_bus_url(
+        &settings.broker_from,
+        &url,
+        settings.namespace()?,
+        Duration::ZERO,
+    )
+    .await?;
     let key = if host == "any" {
         host.clone()
     } else {

@@ -12,6 +12,7 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
@@ -206,13 +207,24 @@ pub fn check_broker_url(what: &str, value: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Opens the store that the setting `what` names: `mysql://…` (the cluster) or a SQLite file.
-pub async fn open_store_url(what: &str, url: &str) -> anyhow::Result<Arc<dyn Store>> {
+/// Opens the store that the setting `what` names: `mysql://…` (the cluster) or a SQLite file,
+/// waiting up to `wait` for a server that cannot be reached yet.
+pub async fn open_store_url(
+    what: &str,
+    url: &str,
+    wait: Duration,
+) -> anyhow::Result<Arc<dyn Store>> {
     let store: Arc<dyn Store> = match store_url(what, url)? {
         StoreUrl::Mysql => Arc::new(
-            shoal_store::mysql::MysqlStore::connect(url)
-                .await
-                .with_context(|| format!("connecting to {}", redact(url)))?,
+            shoal_store::mysql::MysqlStore::connect_with(
+                url,
+                shoal_store::mysql::MysqlOptions {
+                    connect_wait: wait,
+                    ..Default::default()
+                },
+            )
+            .await
+            .with_context(|| format!("connecting to {}", redact(url)))?,
         ),
         StoreUrl::Sqlite(path) => Arc::new(
             SqliteStore::open(&path).with_context(|| format!("opening {}", path.display()))?,
@@ -228,7 +240,7 @@ pub async fn store_from_env() -> anyhow::Result<Arc<dyn Store>> {
         bail!("no database: set SHOAL_DB (e.g. mysql://shoal:…@db-host:3306/shoal) or `db` in the config file");
     };
     require_cluster_store(&settings.db_from, &url)?;
-    let store = open_store_url(&settings.db_from, &url).await?;
+    let store = open_store_url(&settings.db_from, &url, Duration::ZERO).await?;
     store.migrate().await?;
     Ok(store)
 }
@@ -246,11 +258,18 @@ pub fn cluster_codec() -> anyhow::Result<shoal_model::envelope::Codec> {
 }
 
 /// The bus named by the broker setting `what`: `amqp://` or `amqps://` (RabbitMQ), signing with
-/// the deployment's key ([`cluster_codec`]).
-pub async fn open_bus_url(what: &str, url: &str, ns: Namespace) -> anyhow::Result<Arc<dyn Bus>> {
+/// the deployment's key ([`cluster_codec`]), waiting up to `wait` for a broker that cannot be
+/// reached yet.
+pub async fn open_bus_url(
+    what: &str,
+    url: &str,
+    ns: Namespace,
+    wait: Duration,
+) -> anyhow::Result<Arc<dyn Bus>> {
     check_broker_url(what, url)?;
     let options = shoal_bus::RabbitOptions {
         codec: cluster_codec()?,
+        connect_wait: wait,
         ..Default::default()
     };
     let bus = shoal_bus::amqp::RabbitBus::connect_with(url, ns, options)

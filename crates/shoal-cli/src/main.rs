@@ -37,8 +37,25 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("shoal: {e:#}");
+            eprintln!("shoal: {}", report(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes, each said once. The crates' errors already put their source in
+/// their own message, so anyhow's `{:#}` would print the same cause two or three times over.
+fn report(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

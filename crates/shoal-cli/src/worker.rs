@@ -72,6 +72,12 @@ pub struct WorkerArgs {
     /// request (`shoal export --cluster -o NAME`) names a directory inside it.
     #[arg(long)]
     pub export_dir: Option<PathBuf>,
+    /// Seconds to wait at start-up for a broker or database that cannot be reached (refused,
+    /// reset, restarting) before exiting non-zero. A worker that systemd restarts while the
+    /// broker or the database restarts then starts with them instead of failing again; a
+    /// refused login or a bad URL fails at once.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub wait_for_services: u64,
 }
 
 const COMPILE_STEPS: [&str; 3] = [COMMAND_BUILD, PERF_COMPILE, NOOP_BUILD];
@@ -106,9 +112,16 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
     // Workers on several hosts share the store: SQLite cannot be it.
     crate::connect::require_cluster_store(&settings.db_from, &db_url)?;
-    let store = open_store_url(&settings.db_from, &db_url).await?;
+    let wait = Duration::from_secs(args.wait_for_services);
+    let store = open_store_url(&settings.db_from, &db_url, wait).await?;
     store.migrate().await?;
-    let bus = open_bus_url(&settings.broker_from, &broker_url, settings.namespace()?).await?;
+    let bus = open_bus_url(
+        &settings.broker_from,
+        &broker_url,
+        settings.namespace()?,
+        wait,
+    )
+    .await?;
     let all = args.role.contains(&Role::All);
     let roles = Roles {
         scheduler: all || args.role.contains(&Role::Scheduler),

@@ -41,6 +41,13 @@ pub(super) fn backend(
     }
 }
 
+/// Whether the broker refused our login (wrong user or password, or no access to the vhost).
+fn login_refused(e: &lapin::Error) -> bool {
+    use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(amqp)
+        if matches!(amqp.kind(), AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED)))
+}
+
 /// The AMQP reply code of a channel or connection error (404 not found, 406 precondition
 /// failed…), if that is what `e` is.
 pub(super) fn amqp_code(e: &lapin::Error) -> Option<u16> {
@@ -258,6 +265,10 @@ impl Shared {
                         tracing::info!(endpoint = %self.endpoint, "reconnected to the broker");
                     }
                     return Ok(link);
+                }
+                // Waiting would not change the broker's mind about our credentials.
+                Ok(Err(e)) if login_refused(&e) => {
+                    return Err(backend(format!("connect to {}", self.endpoint), e))
                 }
                 Ok(Err(e)) => e.to_string(),
                 Err(_) => format!("no connection within {:?}", self.options.connect_timeout),

@@ -106,6 +106,10 @@ pub struct RabbitOptions {
     /// First pause between reconnection attempts; it doubles up to `backoff_max`.
     pub backoff_min: Duration,
     pub backoff_max: Duration,
+    /// How long [`RabbitBus::connect_with`] keeps trying before it gives up: zero fails on the
+    /// first refusal; a worker waits, so that one restarted while the broker restarts comes up
+    /// with it instead of exiting.
+    pub connect_wait: Duration,
     pub tls: TlsOptions,
     /// Signs and verifies messages: the deployment's key (`SHOAL_HMAC_KEY_FILE`). The default
     /// is a random key, which only suits a bus whose publishers and consumers share a process.
@@ -120,7 +124,8 @@ impl Default for RabbitOptions {
             connect_timeout: Duration::from_secs(10),
             publish_retry_for: Duration::from_secs(30),
             backoff_min: Duration::from_millis(100),
-            backoff_max: Duration::from_secs(5),
+            backoff_max: Duration::from_secs(2),
+            connect_wait: Duration::ZERO,
             tls: TlsOptions::default(),
             codec: crate::random_codec(),
         }
@@ -156,7 +161,10 @@ impl RabbitBus {
         options: RabbitOptions,
     ) -> Result<Arc<RabbitBus>> {
         let shared = Arc::new(Shared::new(url, ns, options)?);
-        shared.link(Some(tokio::time::Instant::now())).await?;
+        let connect_wait = shared.options.connect_wait;
+        shared
+            .link(Some(tokio::time::Instant::now() + connect_wait))
+            .await?;
         tracing::info!(endpoint = %shared.endpoint, ns = %shared.ns, "RabbitMQ bus connected");
         Ok(Arc::new(RabbitBus { shared }))
     }

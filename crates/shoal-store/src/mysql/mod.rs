@@ -95,6 +95,10 @@ pub struct MysqlOptions {
     pub tls: Option<MysqlTls>,
     /// Use this database instead of the one in the URL.
     pub database: Option<String>,
+    /// How long [`MysqlStore::connect_with`] keeps trying while the server cannot be reached
+    /// (refused, reset, shutting down). A worker restarted during a database restart then waits
+    /// for it instead of exiting; a refused login or a bad URL still fails at once.
+    pub connect_wait: Duration,
 }
 
 impl Default for MysqlOptions {
@@ -105,6 +109,7 @@ impl Default for MysqlOptions {
             stmt_cache_size: 128,
             tls: None,
             database: None,
+            connect_wait: Duration::ZERO,
         }
     }
 }
@@ -144,6 +149,17 @@ fn retryable(e: &mysql_async::Error) -> bool {
         // 1205 lock wait timeout, 1213 deadlock, 1053 server shutdown, 1927 connection killed,
         // 2006/2013 server gone or lost.
         Error::Server(s) => matches!(s.code, 1205 | 1213 | 1053 | 1927 | 2006 | 2013),
+        _ => false,
+    }
+}
+
+/// Whether `e` says the server could not be reached, as opposed to refusing us (a bad
+/// password, an unknown database): only the first is worth waiting out.
+fn unreachable(e: &StoreError) -> bool {
+    match e {
+        StoreError::Backend { source, .. } => source
+            .downcast_ref::<mysql_async::Error>()
+            .is_some_and(retryable),
         _ => false,
     }
 }
@@ -271,13 +287,26 @@ impl MysqlStore {
             database,
             ctx: Ctx { bulk: false },
         };
-        let (version, mariadb) = store
-            .run("connecting", |mut conn| async move {
-                let version: Option<String> = conn.query_first("SELECT VERSION()").await?;
-                Ok((version.unwrap_or_default(), conn.server_version()))
-            })
-            .await
-            .map_err(|e| store.located(e))?;
+        let deadline = tokio::time::Instant::now() + options.connect_wait;
+        let mut pause = Duration::from_millis(100);
+        let (version, mariadb) = loop {
+            let first = store
+                .run("connecting", |mut conn| async move {
+                    let version: Option<String> = conn.query_first("SELECT VERSION()").await?;
+                    Ok((version.unwrap_or_default(), conn.server_version()))
+                })
+                .await;
+            match first {
+                Ok(found) => break found,
+                Err(e) if unreachable(&e) && tokio::time::Instant::now() + pause < deadline => {
+                    tracing::warn!(location = %store.location, error = %e, retry_in = ?pause,
+                                   "database unreachable");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => return Err(store.located(e)),
+            }
+        };
         // MariaDB 10.2 and later execute a statement over many parameter rows in one request.
         store.ctx.bulk = version.contains("MariaDB") && mariadb >= (10, 2, 0);
         tracing::info!(location = %store.location, %version, bulk = store.ctx.bulk,
