@@ -9,6 +9,8 @@
 //! - [`process`] — how every child process is contained: own process group, timeout, group kill
 //!   on timeout, on exit and on drop, bounded output, no core dumps. One-shot children go
 //!   through [`process::run`]; the long-lived runner of [`library`] uses the same pieces.
+//! - [`failure`] — the one classifier from a child's end (exit, signal, timeout, or no start
+//!   at all) to a failure kind, shared by builds, runs, the library runner and `fin`.
 //! - [`child_env`] — what no child may inherit: the worker's connection strings and keys.
 //! - [`expr`] — the integer expression language of constraint rules and FLOP counts.
 //! - [`spec`] — the tuning spec of the command backend (TOML): parsing, validation with
@@ -24,6 +26,7 @@
 pub mod child_env;
 pub mod command;
 pub mod expr;
+pub mod failure;
 pub mod library;
 pub mod miopen;
 pub mod process;

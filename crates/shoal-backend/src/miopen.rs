@@ -21,6 +21,7 @@ use shoal_miopen::ConvConfig;
 use shoal_model::{FailureKind, Measurement, Outcome, Params};
 
 use crate::command::{self, Artifact};
+use crate::failure::{failure_kind, missing_output, ChildFate, ChildStep};
 use crate::process::{self, ChildEnd, ChildSpec};
 use crate::session::{EvalInput, RunContext};
 
@@ -83,13 +84,15 @@ impl MiopenBackend {
         let conv = ConvConfig::from_params(config).map_err(infra)?;
         let solver = solver_of(compile).map_err(infra)?;
         let input = fin::input_json(&[self.job(conv, solver, &[PERF_COMPILE])]);
-        let text = run_fin(&self.fin, &input, ctx, self.compile_timeout)
-            .await
-            .map_err(|e| match e.kind {
-                FailureKind::Timeout => (FailureKind::BuildTimeout, e.detail),
-                FailureKind::Infrastructure => (FailureKind::Infrastructure, e.detail),
-                _ => (FailureKind::BuildFailed, e.detail),
-            })?;
+        let text = run_fin(
+            &self.fin,
+            &input,
+            ctx,
+            self.compile_timeout,
+            ChildStep::Build,
+        )
+        .await
+        .map_err(|e| (e.kind, e.detail))?;
         let out = fin::parse_output(&text)
             .map_err(|e| (FailureKind::BuildFailed, format!("fin output: {e}")))?;
         let result = out
@@ -141,7 +144,8 @@ impl MiopenBackend {
         let compiled = read_compiled(input.artifact).map_err(infra)?;
         let mut job = self.job(conv, solver, &["alloc_buf", "fill_buf", PERF_EVAL]);
         job.perf_compile_result = Some(vec![compiled]);
-        let text = run_fin(&self.fin, &fin::input_json(&[job]), ctx, self.eval_timeout)
+        let input = fin::input_json(&[job]);
+        let text = run_fin(&self.fin, &input, ctx, self.eval_timeout, ChildStep::Run)
             .await
             .map_err(|e| (e.kind, e.detail))?;
         let out = fin::parse_output(&text)
@@ -269,6 +273,7 @@ pub async fn run_fin(
     input: &str,
     ctx: &RunContext<'_>,
     timeout: Duration,
+    step: ChildStep,
 ) -> Result<String, FinRunError> {
     let infra = |detail: String| FinRunError {
         kind: FailureKind::Infrastructure,
@@ -302,9 +307,10 @@ pub async fn run_fin(
     );
     spec.env = fin_env(ctx).map_err(|e| infra(format!("MIOpen directories: {e}")))?;
     spec.cpu = ctx.cpu;
-    let out = process::run(&spec)
-        .await
-        .map_err(|e| infra(format!("cannot start fin `{}`: {e}", fin.display())))?;
+    let out = process::run(&spec).await.map_err(|e| FinRunError {
+        kind: failure_kind(step, ChildFate::NotStarted).expect("a failure"),
+        detail: format!("cannot start fin `{}` on this host: {e}", fin.display()),
+    })?;
     let tail = |s: &str| -> String {
         let s = s.trim();
         let start = s.len().saturating_sub(2000);
@@ -313,27 +319,25 @@ pub async fn run_fin(
             .unwrap_or(s.len());
         s[start..].to_string()
     };
-    match out.end {
-        ChildEnd::TimedOut => Err(FinRunError {
-            kind: FailureKind::Timeout,
-            detail: format!("fin ran past {} s and was killed", timeout.as_secs()),
-        }),
-        ChildEnd::Signaled { name, .. } => Err(FinRunError {
-            kind: FailureKind::Crashed,
-            detail: format!("fin was killed by {name}; stderr: {}", tail(&out.stderr)),
-        }),
-        ChildEnd::Exited(code) if code != 0 => Err(FinRunError {
-            kind: FailureKind::RunFailed,
-            detail: format!("fin exited with code {code}; stderr: {}", tail(&out.stderr)),
-        }),
-        ChildEnd::Exited(_) => std::fs::read_to_string(&out_path).map_err(|e| FinRunError {
-            kind: FailureKind::RunFailed,
-            detail: format!(
-                "fin wrote no readable output ({e}); stderr: {}",
-                tail(&out.stderr)
-            ),
-        }),
+    if let Some(kind) = failure_kind(step, ChildFate::Ended(&out.end)) {
+        let detail = match &out.end {
+            ChildEnd::TimedOut => format!("fin ran past {} s and was killed", timeout.as_secs()),
+            ChildEnd::Signaled { name, .. } => {
+                format!("fin was killed by {name}; stderr: {}", tail(&out.stderr))
+            }
+            ChildEnd::Exited(code) => {
+                format!("fin exited with code {code}; stderr: {}", tail(&out.stderr))
+            }
+        };
+        return Err(FinRunError { kind, detail });
     }
+    std::fs::read_to_string(&out_path).map_err(|e| FinRunError {
+        kind: missing_output(step),
+        detail: format!(
+            "fin wrote no readable output ({e}); stderr: {}",
+            tail(&out.stderr)
+        ),
+    })
 }
 
 #[cfg(test)]

@@ -297,3 +297,36 @@ time = 'time_us=([0-9.]+)'
         other => panic!("{other:?}"),
     }
 }
+
+/// A build program that the spec names but this host lacks is the host's fault, not the
+/// build's: `Infrastructure`, which the Scheduler retries on another worker and never caches
+/// for the build's other jobs (one host without the compiler used to fail the build for good).
+#[tokio::test]
+async fn a_build_program_missing_on_this_host_is_an_infrastructure_fault() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let compiler = dir.path().join("cc-here");
+    std::fs::write(&compiler, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&compiler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let text = std::fs::read_to_string(fixture("scripts"))
+        .unwrap()
+        .replace(
+            r#"["sh", "{spec_dir}/build.sh", "{MODE}", "{out}"]"#,
+            r#"["{spec_dir}/cc-here", "{MODE}", "{out}"]"#,
+        )
+        .replace(r#"sources = ["build.sh"]"#, "sources = []");
+    let path = dir.path().join("spec.toml");
+    std::fs::write(&path, text).unwrap();
+    let spec = spec::load(&path).unwrap();
+    std::fs::remove_file(&compiler).unwrap();
+
+    let (kind, detail) = command::build(&spec, &mode("ok"), &dir.path().join("build"))
+        .await
+        .unwrap_err();
+    assert_eq!(kind, FailureKind::Infrastructure, "{detail}");
+    assert!(!kind.is_candidate_fault());
+    assert!(
+        detail.contains("cannot start") && detail.contains("cc-here"),
+        "{detail}"
+    );
+}

@@ -23,6 +23,7 @@ use std::path::Path;
 
 use shoal_model::{FailureKind, Measurement, Outcome, Params};
 
+use crate::failure::{failure_kind, missing_output, ChildFate, ChildStep};
 use crate::process::{self, ChildEnd, ChildOutput, ChildSpec};
 use crate::spec::TuningSpec;
 
@@ -90,8 +91,8 @@ pub async fn build(
 
     let result = match process::run(&child).await {
         Err(e) => Err((
-            FailureKind::BuildFailed,
-            format!("cannot start `{}`: {e}", argv[0]),
+            failure_kind(ChildStep::Build, ChildFate::NotStarted).expect("a failure"),
+            format!("cannot start `{}` on this host: {e}", argv[0]),
         )),
         Ok(o) => match &o.end {
             // Hashing and compressing a large artifact takes milliseconds of CPU: off the
@@ -101,33 +102,34 @@ pub async fn build(
                     .await
                     .expect("packing an artifact does not panic")),
                 Err(e) => Err((
-                    FailureKind::BuildFailed,
+                    missing_output(ChildStep::Build),
                     format!(
                         "the build succeeded but left no artifact at {{out}} ({}): {e}",
                         out.display()
                     ),
                 )),
             },
-            ChildEnd::Exited(code) => Err((
-                FailureKind::BuildFailed,
-                format!("build exited with code {code}; {}", quoted_output(&o)),
-            )),
-            ChildEnd::Signaled { name, .. } => Err((
-                FailureKind::BuildFailed,
-                format!("build killed by {name}; {}", quoted_output(&o)),
-            )),
-            ChildEnd::TimedOut => Err((
-                FailureKind::BuildTimeout,
-                format!(
-                    "build ran past its {:?} timeout and was killed with its process group; {}",
-                    spec.build.timeout,
-                    quoted_output(&o)
-                ),
+            end => Err((
+                failure_kind(ChildStep::Build, ChildFate::Ended(end)).expect("not a success"),
+                build_end(end, spec, &o),
             )),
         },
     };
     drop(tmp); // removes the temporary directory and whatever the build left in it
     result
+}
+
+/// What a failed build's end was, with its output.
+fn build_end(end: &ChildEnd, spec: &TuningSpec, o: &ChildOutput) -> String {
+    match end {
+        ChildEnd::Exited(code) => format!("build exited with code {code}; {}", quoted_output(o)),
+        ChildEnd::Signaled { name, .. } => format!("build killed by {name}; {}", quoted_output(o)),
+        ChildEnd::TimedOut => format!(
+            "build ran past its {:?} timeout and was killed with its process group; {}",
+            spec.build.timeout,
+            quoted_output(o)
+        ),
+    }
 }
 
 /// The line of `text` around byte `at`.
@@ -144,30 +146,21 @@ fn judge(
     which: &str,
     need_time: bool,
 ) -> Result<Option<f64>, (FailureKind, String)> {
-    match &out.end {
-        ChildEnd::Exited(0) => {}
-        ChildEnd::Exited(code) => {
-            return Err((
-                FailureKind::RunFailed,
-                format!("exited with code {code} in {which}; {}", quoted_output(out)),
-            ))
-        }
-        ChildEnd::Signaled { name, .. } => {
-            return Err((
-                FailureKind::Crashed,
-                format!("killed by {name} in {which}; {}", quoted_output(out)),
-            ))
-        }
-        ChildEnd::TimedOut => {
-            return Err((
-                FailureKind::Timeout,
-                format!(
+    if let Some(kind) = failure_kind(ChildStep::Run, ChildFate::Ended(&out.end)) {
+        let detail = match &out.end {
+            ChildEnd::Exited(code) => {
+                format!("exited with code {code} in {which}; {}", quoted_output(out))
+            }
+            ChildEnd::Signaled { name, .. } => {
+                format!("killed by {name} in {which}; {}", quoted_output(out))
+            }
+            ChildEnd::TimedOut => format!(
                 "ran past its {:?} timeout in {which} and was killed with its process group; {}",
                 spec.run.timeout,
                 quoted_output(out)
             ),
-            ))
-        }
+        };
+        return Err((kind, detail));
     }
     let stdout = &out.stdout;
     if let Some(fail) = &spec.output.fail {
@@ -261,8 +254,8 @@ pub async fn evaluate(
             Ok(out) => out,
             Err(e) => {
                 return Outcome::failed(
-                    FailureKind::RunFailed,
-                    format!("cannot start `{}`: {e}", argv[0]),
+                    failure_kind(ChildStep::Run, ChildFate::NotStarted).expect("a failure"),
+                    format!("cannot start `{}` on this host: {e}", argv[0]),
                 )
             }
         };

@@ -31,7 +31,8 @@ use shoal_model::{FailureKind, Measurement, Outcome, Params};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::process::{self, GroupGuard, Tail};
+use crate::failure::{failure_kind, ChildFate, ChildStep};
+use crate::process::{self, ChildEnd, GroupGuard, Tail};
 use crate::session::RunContext;
 use crate::spec::TuningSpec;
 use protocol::{Reply, Request, Status};
@@ -296,7 +297,7 @@ pub async fn evaluate(
             Ok(r) => *guard = Some(r),
             Err(e) => {
                 return Outcome::failed(
-                    FailureKind::Infrastructure,
+                    failure_kind(ChildStep::Run, ChildFate::NotStarted).expect("a failure"),
                     format!("cannot start the runner `{}`: {e}", slot.program.join(" ")),
                 )
             }
@@ -323,7 +324,8 @@ pub async fn evaluate(
         Err(CallError::TimedOut) => {
             let (ended, stderr) = guard.take().expect("present").finish(true).await;
             Outcome::failed(
-                FailureKind::Timeout,
+                failure_kind(ChildStep::Run, ChildFate::Ended(&ChildEnd::TimedOut))
+                    .expect("a failure"),
                 format!(
                     "no answer within the {:?} run timeout; {ended} (killed with its process group), a fresh one takes the next candidate; {stderr}",
                     spec.run.timeout
@@ -331,6 +333,9 @@ pub async fn evaluate(
             )
         }
         Err(CallError::Died) => {
+            // Not the classifier's exit-code rule: the runner is ours and exits only when a
+            // call is over, so ending in the middle of one (by a signal, or by the candidate
+            // calling exit) is the candidate crashing it.
             let (ended, stderr) = guard.take().expect("present").finish(false).await;
             Outcome::failed(
                 FailureKind::Crashed,

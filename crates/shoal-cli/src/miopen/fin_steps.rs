@@ -37,9 +37,15 @@ async fn ask_fin(fin: &Path, db: &Path, input: &str) -> anyhow::Result<fin::FinO
         gpu_index: None,
         runner: None,
     };
-    let text = run_fin(fin, input, &ctx, Duration::from_secs(3600))
-        .await
-        .map_err(|e| anyhow::anyhow!("{} ({}): {}", fin.display(), e.kind, e.detail))?;
+    let text = run_fin(
+        fin,
+        input,
+        &ctx,
+        Duration::from_secs(3600),
+        shoal_backend::failure::ChildStep::Run,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{} ({}): {}", fin.display(), e.kind, e.detail))?;
     fin::parse_output(&text).with_context(|| format!("reading the output of {}", fin.display()))
 }
 
