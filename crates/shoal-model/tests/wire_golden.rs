@@ -1,0 +1,233 @@
+//! The wire format, pinned: one sample of every message variant, encoded and signed with a fixed
+//! key, must give exactly the bytes recorded in `tests/golden/wire-v<WIRE_VERSION>.txt`.
+//!
+//! Workers of two releases share a broker during a rolling upgrade. A change to a message type
+//! (a field added, reordered or retyped; a variant inserted) changes its bytes, and an old
+//! consumer would misread a new message instead of refusing it. So any such change must come
+//! with a [`WIRE_VERSION`] bump, which makes old consumers dead-letter the new messages by
+//! version. This test fails on a changed byte under the same version; after a bump, record the
+//! new version's file with `SHOAL_BLESS=1 cargo test -p shoal-model --test wire_golden` and
+//! commit it beside the old one.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use shoal_model::envelope::{Codec, WIRE_VERSION};
+use shoal_model::message::*;
+use shoal_model::{ConfigId, FailureKind, JobId, Measurement, Message, Outcome, Params, SessionId};
+
+fn params(pairs: &[(&str, &str)]) -> Params {
+    let mut p = Params::new();
+    for (k, v) in pairs {
+        p.push(*k, *v);
+    }
+    p
+}
+
+fn job(id: i64, attempt: u32) -> JobRef {
+    JobRef {
+        job: JobId(id),
+        attempt,
+    }
+}
+
+/// The variant's name. An exhaustive match, so a new variant does not compile until it has a
+/// name here, and then [`samples`] fails until it has a sample.
+fn name(m: &Message) -> &'static str {
+    match m {
+        Message::Compile(_) => "compile",
+        Message::Eval(_) => "eval",
+        Message::Reply(r) => match r {
+            ReplyBody::Started { .. } => "reply.started",
+            ReplyBody::Compiled(c) if c.result.is_ok() => "reply.compiled.ok",
+            ReplyBody::Compiled(_) => "reply.compiled.failed",
+            ReplyBody::Evaluated(_) => "reply.evaluated",
+            ReplyBody::Heartbeat { .. } => "reply.heartbeat",
+            ReplyBody::HandedBack { .. } => "reply.handed_back",
+        },
+        Message::Event(e) => match e {
+            Event::Health(_) => "event.health",
+            Event::Progress { .. } => "event.progress",
+        },
+        Message::Control(c) => match c {
+            Control::Pause { .. } => "control.pause",
+            Control::Resume { .. } => "control.resume",
+            Control::Drain => "control.drain",
+            Control::Restart { .. } => "control.restart",
+            Control::Export { .. } => "control.export",
+        },
+    }
+}
+
+fn samples() -> Vec<Message> {
+    let session = SessionId(7);
+    let compile = params(&[("BM", "64"), ("BN", "32")]);
+    vec![
+        Message::Compile(CompileRequest {
+            session,
+            step: "command_build".into(),
+            build_key: "BM=64,BN=32".into(),
+            config_params: params(&[("M", "512")]),
+            compile_params: compile.clone(),
+            jobs: vec![job(1, 0), job(2, 3)],
+        }),
+        Message::Eval(EvalRequest {
+            session,
+            step: "command_run".into(),
+            items: vec![EvalItem {
+                job: job(1, 1),
+                config: ConfigId(4),
+                config_params: params(&[("M", "512")]),
+                compile_params: compile,
+                run_params: params(&[("UNROLL", "4")]),
+                artifact: "ab".repeat(32),
+            }],
+        }),
+        Message::Reply(ReplyBody::Started {
+            session,
+            phase: Phase::Compile,
+            jobs: vec![job(1, 0)],
+            worker: "host-a:12".into(),
+        }),
+        Message::Reply(ReplyBody::Compiled(CompileReply {
+            session,
+            jobs: vec![job(1, 0), job(2, 3)],
+            build_key: "BM=64,BN=32".into(),
+            result: Ok("cd".repeat(32)),
+            worker: "host-a:12".into(),
+            duration_ms: 1500,
+        })),
+        Message::Reply(ReplyBody::Compiled(CompileReply {
+            session,
+            jobs: vec![job(3, 0)],
+            build_key: "BM=128,BN=32".into(),
+            result: Err((FailureKind::BuildFailed, "exited with code 1".into())),
+            worker: "host-a:12".into(),
+            duration_ms: 20,
+        })),
+        Message::Reply(ReplyBody::Evaluated(EvalReply {
+            session,
+            outcomes: vec![
+                (
+                    job(1, 1),
+                    Outcome::Measured(Measurement {
+                        time_us: 12.5,
+                        samples_us: vec![12.0, 12.5, 13.0],
+                        workspace: 0,
+                        details: params(&[("params", "16,16")]),
+                    }),
+                ),
+                (
+                    job(2, 4),
+                    Outcome::failed(FailureKind::Crashed, "killed by SIGSEGV"),
+                ),
+            ],
+            worker: "host-b:3".into(),
+            device: "nvidia0".into(),
+        })),
+        Message::Reply(ReplyBody::Heartbeat {
+            session,
+            phase: Phase::Eval,
+            jobs: vec![job(1, 1)],
+            worker: "host-b:3".into(),
+        }),
+        Message::Reply(ReplyBody::HandedBack {
+            session,
+            phase: Phase::Eval,
+            jobs: vec![job(2, 4)],
+            reason: "draining".into(),
+            count_retry: false,
+        }),
+        Message::Event(Event::Health(DeviceHealth {
+            host: "host-b".into(),
+            device: "nvidia0".into(),
+            healthy: true,
+            detail: "ok".into(),
+        })),
+        Message::Event(Event::Progress {
+            session,
+            done: 10,
+            total: 100,
+        }),
+        Message::Control(Control::Pause {
+            device: "nvidia0".into(),
+        }),
+        Message::Control(Control::Resume {
+            device: "nvidia0".into(),
+        }),
+        Message::Control(Control::Drain),
+        Message::Control(Control::Restart {
+            actor: "evaluator".into(),
+        }),
+        Message::Control(Control::Export {
+            session,
+            out_dir: "nightly".into(),
+        }),
+    ]
+}
+
+fn golden_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("wire-v{WIRE_VERSION}.txt"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+#[test]
+fn every_message_variant_has_the_recorded_bytes_of_its_wire_version() {
+    let codec = Codec::new(&[0x5a; 32]).unwrap();
+    let encoded: BTreeMap<&str, (Message, Vec<u8>)> = samples()
+        .into_iter()
+        .map(|m| (name(&m), (m.clone(), codec.encode(&m))))
+        .collect();
+    assert_eq!(encoded.len(), samples().len(), "two samples share a name");
+
+    let path = golden_path();
+    if std::env::var_os("SHOAL_BLESS").is_some() {
+        let mut text = format!(
+            "# wire version {WIRE_VERSION}: name, then the signed bytes (key 0x5a × 32) in hex\n"
+        );
+        for (name, (_, bytes)) in &encoded {
+            text.push_str(&format!("{name}\t{}\n", hex(bytes)));
+        }
+        std::fs::write(&path, text).unwrap();
+    }
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}. A new WIRE_VERSION needs its golden file: run with SHOAL_BLESS=1 and commit it",
+            path.display()
+        )
+    });
+    let recorded: BTreeMap<&str, &str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split_once('\t').expect("name<TAB>hex"))
+        .collect();
+    let names: Vec<&&str> = encoded.keys().collect();
+    assert_eq!(
+        recorded.keys().collect::<Vec<_>>(),
+        names,
+        "{}: the recorded variants differ from the message types' variants",
+        path.display()
+    );
+    for (name, (message, bytes)) in &encoded {
+        assert_eq!(
+            hex(bytes),
+            recorded[name],
+            "the bytes of `{name}` changed under wire version {WIRE_VERSION}: a change to the \
+             message types needs a WIRE_VERSION bump (old consumers would misread it otherwise)"
+        );
+        // And the recorded bytes still decode to the same message.
+        assert_eq!(&codec.decode(&unhex(recorded[name])).unwrap(), message);
+    }
+}
