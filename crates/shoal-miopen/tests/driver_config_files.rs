@@ -1,5 +1,5 @@
 //! Every line of every real config file (MITuna's recurrent configs, copied into
-//! `tests/driver_configs/` from `shared/data/miopen-configs/`) is read: each one parses, is
+//! `tests/driver_configs/`, with their SHA-256 sums) is read: each one parses, is
 //! classified (other primitive, blank), or is refused with one clear error. The per-file counts
 //! are pinned, and a summary is printed (`cargo test -p shoal-miopen --test
 //! driver_config_files -- --nocapture`).
@@ -191,22 +191,30 @@ fn differing_layout_lines_and_long_flags_parse_like_their_short_twins() {
     assert_eq!(parse_line(first).unwrap(), parse_line(short).unwrap());
 }
 
-/// The copies under `tests/driver_configs/` are the files of `shared/data/miopen-configs/`
-/// (checked when that directory is present next to the repository).
+/// The copies under `tests/driver_configs/` are byte for byte the files they were copied from
+/// (MITuna's recurrent configs): `SHA256SUMS` beside them was written from the originals, so an
+/// edit to a copy, or a file added without its sum, fails here on any clone.
 #[test]
-fn fixtures_match_the_shared_data_when_present() {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/miopen-configs");
-    let Ok(entries) = std::fs::read_dir(&shared) else {
-        return;
-    };
-    for e in entries {
-        let p = e.unwrap().path();
-        let ours = data_dir().join(p.file_name().unwrap());
-        assert_eq!(
-            std::fs::read(&p).unwrap(),
-            std::fs::read(&ours).unwrap(),
-            "{}",
-            p.display()
-        );
+fn fixtures_are_the_recorded_files() {
+    use sha2::{Digest, Sha256};
+    let sums = std::fs::read_to_string(data_dir().join("SHA256SUMS")).unwrap();
+    let mut listed = Vec::new();
+    for line in sums.lines() {
+        let (sum, name) = line.split_once("  ").expect("`<sha256>  <file>`");
+        let bytes = std::fs::read(data_dir().join(name)).unwrap();
+        let digest: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(digest, sum, "{name} differs from the recorded file");
+        listed.push(name.to_string());
     }
+    let mut present: Vec<String> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".txt"))
+        .collect();
+    present.sort();
+    listed.sort();
+    assert_eq!(present, listed, "every config file has its sum");
 }
