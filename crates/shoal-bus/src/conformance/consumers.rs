@@ -12,10 +12,10 @@ pub async fn prefetch_limits_unsettled(bus: &dyn Bus) {
     let d0 = recv(&mut *one, "prefetch 1").await;
     assert_quiet(&mut *one, "prefetch 1 holding one").await;
     // Settled elsewhere while the consumer waits at its limit: the next one comes.
-    let (d1, ()) = tokio::join!(recv(&mut *one, "after ack"), async {
-        sleep(Duration::from_millis(50)).await;
-        ack(d0).await;
-    });
+    let mut waiting = Box::pin(recv(&mut *one, "after ack"));
+    park(&mut waiting, "at its prefetch limit").await;
+    ack(d0).await;
+    let d1 = waiting.await;
     assert_eq!(text(&d1.payload), "pf-1");
     assert_quiet(&mut *one, "prefetch 1 holding one again").await;
     ack(d1).await;
@@ -48,23 +48,17 @@ pub async fn prefetch_limits_unsettled(bus: &dyn Bus) {
 pub async fn waiting_consumers_wake(bus: &dyn Bus) {
     let q = declare(bus, "wake", 5).await;
     let (mut c1, mut c2) = (consume(bus, &q, 1).await, consume(bus, &q, 1).await);
-    let later = |payloads: Vec<Vec<u8>>| {
-        let q = q.clone();
-        async move {
-            sleep(Duration::from_millis(50)).await;
-            publish(bus, &q, payloads).await;
-        }
-    };
 
     // One at a time: each wakes a waiting consumer.
-    let (d1, d2, ()) = tokio::join!(
-        recv(&mut *c1, "waiting, first"),
-        recv(&mut *c2, "waiting, second"),
-        async {
-            later(vec![msg("wake", 0)]).await;
-            later(vec![msg("wake", 1)]).await;
-        }
+    let (mut w1, mut w2) = (
+        Box::pin(recv(&mut *c1, "waiting, first")),
+        Box::pin(recv(&mut *c2, "waiting, second")),
     );
+    park(&mut w1, "first consumer").await;
+    park(&mut w2, "second consumer").await;
+    publish(bus, &q, vec![msg("wake", 0)]).await;
+    publish(bus, &q, vec![msg("wake", 1)]).await;
+    let (d1, d2) = tokio::join!(w1, w2);
     let mut got = [text(&d1.payload), text(&d2.payload)];
     got.sort();
     assert_eq!(got, ["wake-0", "wake-1"]);
@@ -72,12 +66,14 @@ pub async fn waiting_consumers_wake(bus: &dyn Bus) {
     ack(d2).await;
 
     // A batch wakes both.
-    let batch = (2..12).map(|i| msg("wake", i)).collect();
-    let (d1, d2, ()) = tokio::join!(
-        recv(&mut *c1, "waiting for a batch, first"),
-        recv(&mut *c2, "waiting for a batch, second"),
-        later(batch)
+    let (mut w1, mut w2) = (
+        Box::pin(recv(&mut *c1, "waiting for a batch, first")),
+        Box::pin(recv(&mut *c2, "waiting for a batch, second")),
     );
+    park(&mut w1, "first consumer, before the batch").await;
+    park(&mut w2, "second consumer, before the batch").await;
+    publish(bus, &q, (2..12).map(|i| msg("wake", i)).collect()).await;
+    let (d1, d2) = tokio::join!(w1, w2);
     let mut seen = vec![text(&d1.payload), text(&d2.payload)];
     ack(d1).await;
     ack(d2).await;
@@ -97,11 +93,11 @@ pub async fn waiting_consumers_wake(bus: &dyn Bus) {
     publish(bus, &q, vec![msg("wake", 12)]).await;
     let held = recv(&mut *c1, "to be orphaned").await;
     let mut c3 = consume(bus, &q, 1).await;
-    let (d, ()) = tokio::join!(recv(&mut *c3, "waiting for an orphan"), async {
-        sleep(Duration::from_millis(50)).await;
-        drop(c1);
-        drop(held);
-    });
+    let mut waiting = Box::pin(recv(&mut *c3, "waiting for an orphan"));
+    park(&mut waiting, "third consumer").await;
+    drop(c1);
+    drop(held);
+    let d = waiting.await;
     assert_eq!((text(&d.payload), d.delivery_count), ("wake-12".into(), 2));
     ack(d).await;
     assert_quiet(&mut *c3, "all acked").await;
@@ -161,11 +157,10 @@ pub async fn close_ends_consumers(bus: &dyn Bus) {
         .subscribe(&bus.namespace().events_topic(), "#")
         .await
         .expect("subscribe");
-    let (ended, closed) = tokio::join!(timeout(ARRIVES_WITHIN, waiting.next()), async {
-        sleep(Duration::from_millis(50)).await;
-        bus.close().await
-    });
-    closed.expect("close");
+    let mut ending = Box::pin(timeout(ARRIVES_WITHIN, waiting.next()));
+    park(&mut ending, "a consumer of an empty queue").await;
+    bus.close().await.expect("close");
+    let ended = ending.await;
     assert!(
         matches!(ended, Ok(None)),
         "a waiting consumer ends on close"

@@ -123,6 +123,20 @@ async fn recv(c: &mut dyn Consumer, what: &str) -> Delivery {
     }
 }
 
+/// Polls `waiting` (a pinned `next()` or [`recv`]) once and asserts that it waits: the consumer
+/// behind it is now parked in `next()`, the state a "wake" case needs before it publishes or
+/// settles what should wake it. A sleep before publishing would only make that likely.
+async fn park<F: std::future::Future + Unpin>(waiting: &mut F, what: &str) {
+    let pending = std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(std::pin::Pin::new(&mut *waiting).poll(cx).is_pending())
+    })
+    .await;
+    assert!(
+        pending,
+        "{what}: something arrived before anything was sent"
+    );
+}
+
 /// Nothing may arrive within [`QUIET_FOR`].
 async fn assert_quiet(c: &mut dyn Consumer, what: &str) {
     match timeout(QUIET_FOR, c.next()).await {
