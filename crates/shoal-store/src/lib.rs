@@ -14,6 +14,9 @@
 //! - A job waiting in a queued state owes a request, recorded in the outbox by the same
 //!   transaction that queued it ([`outbox`]).
 
+#[macro_use]
+mod encoding;
+
 pub mod conformance;
 pub mod mysql;
 pub mod outbox;

@@ -24,6 +24,7 @@ use shoal_model::{
 use super::queries as q;
 use super::rows::{self, get, int, opt_int, opt_text, text, to_json};
 use super::OpError;
+use crate::encoding::{build_columns, decode_build, decode_state_counts, timestamps};
 use crate::{Batch, BuildRecord, StoreError};
 
 type OpResult<T> = std::result::Result<T, OpError>;
@@ -426,36 +427,15 @@ pub(crate) async fn state_counts(
     session: SessionId,
 ) -> OpResult<BTreeMap<JobState, u64>> {
     let pairs: Vec<(String, i64)> = conn.exec(q::STATE_COUNTS, (session.0,)).await?;
-    pairs
-        .into_iter()
-        .map(|(state, n)| {
-            let state = state.parse().map_err(StoreError::Invalid)?;
-            Ok((state, n.max(0) as u64))
-        })
-        .collect()
+    Ok(decode_state_counts(pairs)?)
 }
 
 // ---- apply --------------------------------------------------------------------------------
 
 /// The six per-state timestamp parameters of `CAS_UPDATE`: `now` in the column of the state
-/// entered, NULL (keep) in the others. Entering `new` (a retry) stamps nothing.
-fn timestamps(to: JobState, now: i64) -> [Value; 6] {
-    let slot = match to {
-        JobState::New => None,
-        JobState::CompileQueued => Some(0),
-        JobState::Compiling => Some(1),
-        JobState::Compiled => Some(2),
-        JobState::EvalQueued => Some(3),
-        JobState::Evaluating => Some(4),
-        JobState::Evaluated | JobState::Errored | JobState::NotApplicable => Some(5),
-    };
-    std::array::from_fn(|i| {
-        if slot == Some(i) {
-            int(now)
-        } else {
-            Value::NULL
-        }
-    })
+/// entered, NULL (keep) in the others ([`timestamps`]).
+fn timestamp_params(to: JobState, now: i64) -> [Value; 6] {
+    timestamps(to, now).map(opt_int)
 }
 
 /// What a batch writes, worked out from the locked rows: which changes apply (in order, each
@@ -516,7 +496,7 @@ fn set_params(t: &Transition, now: i64) -> Vec<Value> {
         opt_text(error),
         int(now),
     ]);
-    params.extend(timestamps(t.to, now));
+    params.extend(timestamp_params(t.to, now));
     params
 }
 
@@ -612,10 +592,7 @@ async fn write_updates(
 }
 
 fn build_params(b: &BuildRecord) -> Vec<Value> {
-    let (artifact, kind, detail) = match &b.result {
-        Ok(artifact) => (Some(artifact.as_str()), None, None),
-        Err((kind, detail)) => (None, Some(kind.as_str()), Some(detail.as_str())),
-    };
+    let (artifact, kind, detail) = build_columns(b);
     vec![
         int(b.session.0),
         text(&b.build_key),
@@ -750,19 +727,7 @@ pub(crate) async fn builds(
         let Some((artifact, kind, detail)) = known.get(key) else {
             continue;
         };
-        let result = match (artifact, kind) {
-            (Some(a), _) => Ok(a.clone()),
-            (None, Some(k)) => {
-                let k: FailureKind = k.parse().map_err(StoreError::Invalid)?;
-                Err((k, detail.clone().unwrap_or_default()))
-            }
-            (None, None) => {
-                return Err(StoreError::Invalid(format!(
-                    "build `{key}` of session {session} has neither artifact nor failure"
-                ))
-                .into())
-            }
-        };
+        let result = decode_build(session, key, artifact.clone(), kind.clone(), detail.clone())?;
         out.push(BuildRecord {
             session,
             build_key: key.clone(),

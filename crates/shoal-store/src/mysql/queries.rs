@@ -13,25 +13,10 @@
 //! - Nothing else: many-row writes run one statement text for many parameter rows through
 //!   `exec_batch`, which MariaDB executes as one `COM_STMT_BULK_EXECUTE` round trip.
 //!
-//! The column lists that several queries share are macros, not constants, because `concat!`
-//! only accepts literals.
+//! The column lists that several queries share are macros (in `crate::encoding`, shared with
+//! the other store), not constants, because `concat!` only accepts literals.
 
-/// The columns [`super::rows::job`] reads, in its order.
-macro_rules! job_columns {
-    () => {
-        "id, session_id, config_id, solver_id, compile_step, eval_step, compile_params, \
-         run_params, build_key, state, attempt, retries, lease_deadline_ms, worker, artifact, \
-         failure_kind, last_error, updated_ms"
-    };
-}
-
-/// The columns [`super::rows::session`] reads, in its order.
-macro_rules! session_columns {
-    () => {
-        "id, created_ms, reason, arch, num_cu, backend, spec, spec_path, library_version, \
-         driver_version, max_retries"
-    };
-}
+// `job_columns!` and `session_columns!` come from `crate::encoding`, shared by both stores.
 
 /// The most placeholders in one `IN (…)` list.
 pub const MAX_IN: usize = 512;

@@ -1,8 +1,9 @@
 //! Conversions between MySQL rows and parameters and the domain types of `shoal_model`.
 //!
-//! The database stores names, not Rust discriminants (`compile_queued`, `build_failed`, `ok`),
-//! exactly as the SQLite store does, so both databases read the same. Anything that does not
-//! convert back is an error naming the column, never silently defaulted.
+//! What a value is in the columns is `crate::encoding`'s, shared with the SQLite store, so both
+//! databases read the same; this file only moves it between those columns and mysql_async's
+//! rows and parameters. Anything that does not convert back is an error naming the column,
+//! never silently defaulted.
 //!
 //! Parameters are built as explicit [`Value`]s: integers always as `Value::Int`, so one
 //! parameter has one type across the rows of a bulk execution (mixing signed and unsigned would
@@ -14,14 +15,12 @@ use mysql_async::prelude::FromValue;
 use mysql_async::{Row, Value};
 use serde::de::DeserializeOwned;
 use shoal_model::{
-    Config, ConfigId, FailureKind, FinalResult, Job, JobId, Measurement, NewSession, Outcome,
-    ResultRow, Session, SessionId, Solver, SolverId,
+    Config, ConfigId, FinalResult, Job, JobId, NewSession, Outcome, ResultRow, Session, SessionId,
+    Solver, SolverId,
 };
 
+use crate::encoding::{decode_outcome, outcome_columns, StoredOutcome};
 use crate::{Result, StoreError};
-
-/// The `status` of a result row that holds a measurement; any other status is a failure kind.
-pub(crate) const STATUS_OK: &str = "ok";
 
 // ---- parameters ---------------------------------------------------------------------------
 
@@ -50,15 +49,7 @@ pub(crate) fn double(v: f64) -> Value {
     }
 }
 
-/// Serialises a value stored as JSON text (parameters, samples).
-pub(crate) fn to_json<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| StoreError::backend(what, e))
-}
-
-/// Converts an unsigned count to a signed BIGINT, refusing what does not fit.
-pub(crate) fn to_i64(what: &str, value: u64) -> Result<i64> {
-    i64::try_from(value).map_err(|_| StoreError::Invalid(format!("{what}: {value} is too large")))
-}
+pub(crate) use crate::encoding::{to_i64, to_json};
 
 // ---- reading ------------------------------------------------------------------------------
 
@@ -202,36 +193,16 @@ pub(crate) fn final_result(mut row: Row) -> Result<FinalResult> {
 
 /// The parameters of `queries::INSERT_RESULT` for one row.
 pub(crate) fn result_params(r: &ResultRow) -> Result<Vec<Value>> {
-    let (status, time_us, samples, workspace, detail) = match &r.outcome {
-        Outcome::Measured(m) => (
-            STATUS_OK,
-            double(m.time_us),
-            text(&to_json("result samples", &m.samples_us)?),
-            int(to_i64("result workspace", m.workspace)?),
-            // For a measurement, `detail` holds the backend's details as JSON (empty: NULL).
-            if m.details.is_empty() {
-                Value::NULL
-            } else {
-                text(&to_json("result details", &m.details)?)
-            },
-        ),
-        Outcome::Failed { kind, detail } => (
-            kind.as_str(),
-            Value::NULL,
-            Value::NULL,
-            Value::NULL,
-            text(detail),
-        ),
-    };
+    let c = outcome_columns(&r.outcome)?;
     Ok(vec![
         int(r.job.0),
         int(r.session.0),
         int(r.attempt),
-        text(status),
-        time_us,
-        samples,
-        workspace,
-        detail,
+        text(c.status),
+        c.time_us.map_or(Value::NULL, double),
+        opt_text(c.samples.as_deref()),
+        opt_int(c.workspace),
+        opt_text(c.detail.as_deref()),
         text(&r.worker),
         text(&r.device),
         int(r.created_ms),
@@ -240,33 +211,14 @@ pub(crate) fn result_params(r: &ResultRow) -> Result<Vec<Value>> {
 
 /// Reads `status, time_us, samples, workspace, detail` starting at column `base`; a NULL status
 /// (no result row on the outer side of a LEFT JOIN) is `None`. A NULL time or sample (stored for
-/// NaN) reads back as NaN, as in the SQLite store.
+/// NaN) reads back as NaN, as in the SQLite store ([`decode_outcome`]).
 pub(crate) fn outcome(row: &mut Row, base: usize) -> Result<Option<Outcome>> {
-    let Some(status) = get::<Option<String>>(row, base)? else {
-        return Ok(None);
+    let stored = StoredOutcome {
+        status: get(row, base)?,
+        time_us: get(row, base + 1)?,
+        samples: get(row, base + 2)?,
+        workspace: get(row, base + 3)?,
+        detail: get(row, base + 4)?,
     };
-    if status == STATUS_OK {
-        let time_us: Option<f64> = get(row, base + 1)?;
-        let samples: Vec<Option<f64>> = json(row, base + 2)?;
-        let workspace: i64 = get(row, base + 3)?;
-        let workspace = u64::try_from(workspace).map_err(|e| bad(row, base + 3, e))?;
-        let details: Option<String> = get(row, base + 4)?;
-        let details = match details {
-            Some(text) => serde_json::from_str(&text).map_err(|e| bad(row, base + 4, e))?,
-            None => Default::default(),
-        };
-        Ok(Some(Outcome::Measured(Measurement {
-            time_us: time_us.unwrap_or(f64::NAN),
-            samples_us: samples.into_iter().map(|s| s.unwrap_or(f64::NAN)).collect(),
-            workspace,
-            details,
-        })))
-    } else {
-        let kind: FailureKind = status.parse().map_err(|e: String| bad(row, base, e))?;
-        let detail: Option<String> = get(row, base + 4)?;
-        Ok(Some(Outcome::Failed {
-            kind,
-            detail: detail.unwrap_or_default(),
-        }))
-    }
+    decode_outcome(stored).map_err(|(offset, why)| bad(row, base + offset, why))
 }

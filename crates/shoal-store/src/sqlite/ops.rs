@@ -11,12 +11,13 @@ use std::collections::BTreeMap;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use shoal_model::message::JobRef;
 use shoal_model::{
-    Config, ConfigId, FailureKind, FinalResult, Job, JobId, JobState, NewConfig, NewJob,
-    NewSession, NewSolver, ResultRow, Session, SessionId, Solver, SolverId, Transition,
+    Config, ConfigId, FinalResult, Job, JobId, JobState, NewConfig, NewJob, NewSession, NewSolver,
+    ResultRow, Session, SessionId, Solver, SolverId, Transition,
 };
 
 use super::queries as q;
 use super::rows::{self, outcome_columns, to_json};
+use crate::encoding::{build_columns, decode_build, decode_state_counts, timestamps};
 use crate::{Batch, BuildRecord, Change, Result, StoreError};
 
 /// Adds what was being done to a rusqlite error.
@@ -325,32 +326,7 @@ pub(crate) fn state_counts(
         })
         .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
         .ctx(what)?;
-    pairs
-        .into_iter()
-        .map(|(state, n)| {
-            let state = state.parse().map_err(StoreError::Invalid)?;
-            Ok((state, n.max(0) as u64))
-        })
-        .collect()
-}
-
-/// The six per-state timestamp parameters of `CAS_UPDATE`: `now` in the column of the state
-/// entered, NULL (keep) in the others. Entering `new` (a retry) stamps nothing.
-fn timestamps(to: JobState, now: i64) -> [Option<i64>; 6] {
-    let mut ts = [None; 6];
-    let slot = match to {
-        JobState::New => None,
-        JobState::CompileQueued => Some(0),
-        JobState::Compiling => Some(1),
-        JobState::Compiled => Some(2),
-        JobState::EvalQueued => Some(3),
-        JobState::Evaluating => Some(4),
-        JobState::Evaluated | JobState::Errored | JobState::NotApplicable => Some(5),
-    };
-    if let Some(i) = slot {
-        ts[i] = Some(now);
-    }
-    ts
+    decode_state_counts(pairs)
 }
 
 fn insert_result(st: &mut rusqlite::CachedStatement<'_>, r: &ResultRow) -> Result<()> {
@@ -370,13 +346,6 @@ fn insert_result(st: &mut rusqlite::CachedStatement<'_>, r: &ResultRow) -> Resul
     ])
     .ctx("recording a result")?;
     Ok(())
-}
-
-fn build_columns(b: &BuildRecord) -> (Option<&str>, Option<&'static str>, Option<&str>) {
-    match &b.result {
-        Ok(artifact) => (Some(artifact.as_str()), None, None),
-        Err((kind, detail)) => (None, Some(kind.as_str()), Some(detail.as_str())),
-    }
 }
 
 /// Whether `next` can only apply if `prev` did, and then surely does: the same job, the state
@@ -534,18 +503,7 @@ pub(crate) fn builds(
         let Some((artifact, kind, detail)) = row else {
             continue;
         };
-        let result = match (artifact, kind) {
-            (Some(a), _) => Ok(a),
-            (None, Some(k)) => {
-                let k: FailureKind = k.parse().map_err(StoreError::Invalid)?;
-                Err((k, detail.unwrap_or_default()))
-            }
-            (None, None) => {
-                return Err(StoreError::Invalid(format!(
-                    "build `{key}` of session {session} has neither artifact nor failure"
-                )))
-            }
-        };
+        let result = decode_build(session, key, artifact, kind, detail)?;
         out.push(BuildRecord {
             session,
             build_key: key.clone(),

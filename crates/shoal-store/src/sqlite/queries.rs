@@ -5,25 +5,10 @@
 //! a test run `EXPLAIN QUERY PLAN` over the hot ones ([`HOT`]) and fail when one of them stops
 //! using an index, which is how the brief's "every hot query is indexed" stays true.
 //!
-//! The column lists that several queries share are macros, not constants, because `concat!`
-//! only accepts literals.
+//! The column lists that several queries share are macros (in `crate::encoding`, shared with
+//! the other store), not constants, because `concat!` only accepts literals.
 
-/// The columns [`super::rows::job`] reads, in its order.
-macro_rules! job_columns {
-    () => {
-        "id, session_id, config_id, solver_id, compile_step, eval_step, compile_params, \
-         run_params, build_key, state, attempt, retries, lease_deadline_ms, worker, artifact, \
-         failure_kind, last_error, updated_ms"
-    };
-}
-
-/// The columns [`super::rows::session`] reads, in its order.
-macro_rules! session_columns {
-    () => {
-        "id, created_ms, reason, arch, num_cu, backend, spec, spec_path, library_version, \
-         driver_version, max_retries"
-    };
-}
+// `job_columns!` and `session_columns!` come from `crate::encoding`, shared by both stores.
 
 // ---- schema -------------------------------------------------------------------------------
 

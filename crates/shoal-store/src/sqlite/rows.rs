@@ -1,9 +1,8 @@
 //! Conversions between SQLite rows and the domain types of `shoal_model`.
 //!
-//! The database stores names, not Rust discriminants: a state is `compile_queued`, a failure is
-//! `build_failed`, a measured result has status `ok`. So the file stays readable with the
-//! `sqlite3` shell, and reordering an enum never corrupts old rows. Anything that does not parse
-//! back is reported as a conversion error naming the column, never silently defaulted.
+//! What a value is in the columns is `crate::encoding`'s, shared with the MySQL store; this file
+//! only moves it between those columns and rusqlite's rows. Anything that does not parse back
+//! is reported as a conversion error naming the column, never silently defaulted.
 
 use std::str::FromStr;
 
@@ -11,24 +10,13 @@ use rusqlite::types::Type;
 use rusqlite::{Error, Row};
 use serde::de::DeserializeOwned;
 use shoal_model::{
-    Config, ConfigId, FailureKind, FinalResult, Job, JobId, Measurement, NewSession, Outcome,
-    ResultRow, Session, SessionId, Solver, SolverId,
+    Config, ConfigId, FinalResult, Job, JobId, NewSession, Outcome, ResultRow, Session, SessionId,
+    Solver, SolverId,
 };
 
-use crate::{Result, StoreError};
+use crate::encoding::{decode_outcome, StoredOutcome};
 
-/// The `status` of a result row that holds a measurement; any other status is a failure kind.
-pub(crate) const STATUS_OK: &str = "ok";
-
-/// Serialises a value stored as JSON text (parameters, samples).
-pub(crate) fn to_json<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| StoreError::backend(what, e))
-}
-
-/// Converts an unsigned count to SQLite's signed integer, refusing what does not fit.
-pub(crate) fn to_i64(what: &str, value: u64) -> Result<i64> {
-    i64::try_from(value).map_err(|_| StoreError::Invalid(format!("{what}: {value} is too large")))
-}
+pub(crate) use crate::encoding::{outcome_columns, to_i64, to_json};
 
 fn conversion(idx: usize, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
     Error::FromSqlConversionFailure(idx, Type::Text, e.into())
@@ -142,70 +130,16 @@ pub(crate) fn final_result(row: &Row<'_>) -> rusqlite::Result<FinalResult> {
     })
 }
 
-/// How an [`Outcome`] is spread over the result columns.
-pub(crate) struct OutcomeColumns {
-    pub status: &'static str,
-    pub time_us: Option<f64>,
-    pub samples: Option<String>,
-    pub workspace: Option<i64>,
-    pub detail: Option<String>,
-}
-
-pub(crate) fn outcome_columns(outcome: &Outcome) -> Result<OutcomeColumns> {
-    Ok(match outcome {
-        Outcome::Measured(m) => OutcomeColumns {
-            status: STATUS_OK,
-            time_us: Some(m.time_us),
-            samples: Some(to_json("result samples", &m.samples_us)?),
-            workspace: Some(to_i64("result workspace", m.workspace)?),
-            // For a measurement, `detail` holds the backend's details as JSON (empty: NULL).
-            detail: if m.details.is_empty() {
-                None
-            } else {
-                Some(to_json("result details", &m.details)?)
-            },
-        },
-        Outcome::Failed { kind, detail } => OutcomeColumns {
-            status: kind.as_str(),
-            time_us: None,
-            samples: None,
-            workspace: None,
-            detail: Some(detail.clone()),
-        },
-    })
-}
-
 /// Reads `status, time_us, samples, workspace, detail` starting at column `base`; a NULL status
-/// (no result row on the outer side of a LEFT JOIN) is `None`.
-///
-/// SQLite stores a NaN REAL as NULL and serde_json writes NaN as `null`, so both read back as
-/// NaN rather than making the row unreadable.
+/// (no result row on the outer side of a LEFT JOIN) is `None`. SQLite stores a NaN REAL as NULL
+/// and serde_json writes NaN as `null`; both read back as NaN ([`decode_outcome`]).
 pub(crate) fn outcome(row: &Row<'_>, base: usize) -> rusqlite::Result<Option<Outcome>> {
-    let Some(status) = row.get::<_, Option<String>>(base)? else {
-        return Ok(None);
+    let stored = StoredOutcome {
+        status: row.get(base)?,
+        time_us: row.get(base + 1)?,
+        samples: row.get(base + 2)?,
+        workspace: row.get(base + 3)?,
+        detail: row.get(base + 4)?,
     };
-    if status == STATUS_OK {
-        let time_us: Option<f64> = row.get(base + 1)?;
-        let samples: Vec<Option<f64>> = json(row, base + 2)?;
-        let workspace: i64 = row.get(base + 3)?;
-        let workspace = u64::try_from(workspace).map_err(|e| conversion(base + 3, e))?;
-        let details: Option<String> = row.get(base + 4)?;
-        let details = match details {
-            Some(text) => serde_json::from_str(&text).map_err(|e| conversion(base + 4, e))?,
-            None => Default::default(),
-        };
-        Ok(Some(Outcome::Measured(Measurement {
-            time_us: time_us.unwrap_or(f64::NAN),
-            samples_us: samples.into_iter().map(|s| s.unwrap_or(f64::NAN)).collect(),
-            workspace,
-            details,
-        })))
-    } else {
-        let kind: FailureKind = status.parse().map_err(|e: String| conversion(base, e))?;
-        let detail: Option<String> = row.get(base + 4)?;
-        Ok(Some(Outcome::Failed {
-            kind,
-            detail: detail.unwrap_or_default(),
-        }))
-    }
+    decode_outcome(stored).map_err(|(offset, why)| conversion(base + offset, why))
 }
