@@ -309,7 +309,8 @@ pub trait Store: Send + Sync + 'static {
     async fn insert_jobs(&self, jobs: &[NewJob]) -> Result<u64>;
     async fn job(&self, id: JobId) -> Result<Option<Job>>;
     /// Up to `limit` jobs of a session in `state`. New jobs come ordered by build key then id,
-    /// so jobs that share a build are claimed together; jobs in other states by id.
+    /// so jobs that share a build are claimed together; jobs in other states by id, oldest
+    /// first. The same in every store (conformance cases pin both orders).
     async fn jobs_in_state(
         &self,
         session: SessionId,

@@ -234,7 +234,8 @@ async fn hot_queries_use_indexes() {
     let mut report = Vec::new();
     for (name, sql) in queries::hot(IN_VALUES) {
         let params: Vec<Value> = match name {
-            "jobs_in_state" => vec![int(s), text("new"), int(100)],
+            "jobs_new" => vec![int(s), int(100)],
+            "jobs_in_state" => vec![int(s), text("compiled"), int(100)],
             "in_flight" => [vec![int(s)], in_flight()].concat(),
             "expired_leases" => [in_flight(), vec![int(1_000_500), int(100)]].concat(),
             "state_counts" | "final_results" => vec![int(s)],

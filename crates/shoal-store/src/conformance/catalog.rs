@@ -318,6 +318,58 @@ pub async fn jobs_in_state_orders_by_build_key_and_limits(store: &dyn Store) {
     );
 }
 
+/// Jobs in every state but `new` come oldest first (by id), whatever their build keys and
+/// whatever order they entered the state in, and `limit` keeps the oldest; `new` jobs come by
+/// build key, then id (the previous case). Both stores answer alike, so a Scheduler claims the
+/// same jobs whichever it runs on.
+pub async fn jobs_in_every_other_state_come_oldest_first(store: &dyn Store) {
+    let w = world(store).await;
+    let jobs = [("1", "b2"), ("2", "b1"), ("3", "b2"), ("4", "b1")]
+        .map(|(tile, build)| new_job(&w, tile, build));
+    assert_eq!(store.insert_jobs(&jobs).await.unwrap(), 4);
+    let mut ids: Vec<_> = store
+        .jobs_in_state(w.session, New, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    ids.sort();
+    let path = [
+        (New, 0),
+        (CompileQueued, 1),
+        (Compiling, 1),
+        (Compiled, 1),
+        (EvalQueued, 2),
+        (Evaluating, 2),
+        (Evaluated, 2),
+    ];
+    for pair in path.windows(2) {
+        let ((from, attempt), (to, _)) = (pair[0], pair[1]);
+        // Newest first, so that the order of entering the state is not the answer.
+        for id in ids.iter().rev() {
+            assert!(
+                step(store, tr(*id, from, attempt, to)).await,
+                "{id} {from} → {to}"
+            );
+        }
+        let got: Vec<_> = store
+            .jobs_in_state(w.session, to, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|j| j.id)
+            .collect();
+        assert_eq!(got, ids, "{to}: by id");
+        let limited = store.jobs_in_state(w.session, to, 3).await.unwrap();
+        assert_eq!(
+            limited.iter().map(|j| j.id).collect::<Vec<_>>(),
+            ids[..3],
+            "{to}: the oldest three"
+        );
+    }
+}
+
 pub async fn state_counts_per_state(store: &dyn Store) {
     let w = world(store).await;
     let mut ids = Vec::new();

@@ -406,6 +406,12 @@ pub(crate) async fn jobs_in_state(
     state: JobState,
     limit: u32,
 ) -> OpResult<Vec<Job>> {
+    if state == JobState::New {
+        return jobs(
+            conn.exec(q::JOBS_NEW, vec![int(session.0), int(limit)])
+                .await?,
+        );
+    }
     let params = vec![int(session.0), text(state.as_str()), int(limit)];
     jobs(conn.exec(q::JOBS_IN_STATE, params).await?)
 }

@@ -94,7 +94,7 @@ pub(crate) const EXPIRED_LEASES: &str = concat!(
     "SELECT ",
     job_columns!(),
     " FROM job WHERE lease_deadline_ms IS NOT NULL AND lease_deadline_ms < ?5 \
-     AND state IN (?1, ?2, ?3, ?4) ORDER BY lease_deadline_ms LIMIT ?6"
+     AND state IN (?1, ?2, ?3, ?4) ORDER BY lease_deadline_ms, id LIMIT ?6"
 );
 
 /// Hot: progress reports. Covered by `job_by_state`.
@@ -164,7 +164,7 @@ pub(crate) const UNSENT: &str = concat!(
     "SELECT ",
     job_columns!(),
     " FROM outbox CROSS JOIN job ON job.id = outbox.job_id AND job.attempt = outbox.job_attempt \
-     WHERE outbox.owed_ms < ?1 ORDER BY outbox.owed_ms LIMIT ?2"
+     WHERE outbox.owed_ms < ?1 ORDER BY outbox.owed_ms, outbox.job_id LIMIT ?2"
 );
 
 /// The queries on hot paths, by name, for the query-plan test.
