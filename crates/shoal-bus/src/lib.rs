@@ -17,6 +17,8 @@
 //! verifies with the same key, and none can publish around it by accident.
 
 pub mod amqp;
+/// With the `test-support` feature only: no release binary carries the suite.
+#[cfg(feature = "test-support")]
 pub mod conformance;
 pub mod memory;
 

@@ -29,6 +29,14 @@ macro_rules! session_columns {
     };
 }
 
+/// Milliseconds since the Unix epoch, the unit of every timestamp in the store.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 /// The `status` of a result row that holds a measurement; any other status is a failure kind.
 pub(crate) const STATUS_OK: &str = "ok";
 

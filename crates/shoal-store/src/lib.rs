@@ -13,13 +13,20 @@
 //! - A batch either applies whole or not at all (one transaction).
 //! - A job waiting in a queued state owes a request, recorded in the outbox by the same
 //!   transaction that queued it ([`outbox`]).
+//!
+//! **Features:** `sqlite` and `mysql` (both by default) choose the stores compiled in;
+//! `test-support` adds the [`conformance`] suite and `mysql::ScratchDb`, which no release
+//! binary needs (the crate's own tests turn it on through a dev-dependency on itself).
 
 #[macro_use]
 mod encoding;
 
+#[cfg(feature = "test-support")]
 pub mod conformance;
+#[cfg(feature = "mysql")]
 pub mod mysql;
 pub mod outbox;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 use std::collections::BTreeMap;
@@ -31,7 +38,9 @@ use shoal_model::{
     TransitionError,
 };
 
+#[cfg(feature = "mysql")]
 pub use mysql::{MysqlOptions, MysqlStore, MysqlTls};
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
 /// `impl Store for $ty` with the given `describe` and `apply`, and every other method of

@@ -235,7 +235,7 @@ impl RabbitBus {
 
     /// Test hook: closes the current connection from this side without closing the bus, as a
     /// broker restart would; the bus reconnects as after any other loss.
-    #[doc(hidden)]
+    #[cfg(feature = "test-support")]
     pub async fn drop_connection_for_test(&self) {
         if let Ok(link) = self.shared.link(Some(self.deadline())).await {
             let _ = link

@@ -37,6 +37,7 @@ mod migrate;
 mod ops;
 pub mod queries;
 mod rows;
+#[cfg(feature = "test-support")]
 pub mod scratch;
 
 use std::collections::BTreeMap;
@@ -52,10 +53,11 @@ use shoal_model::{
     ResultRow, Session, SessionId, Solver, SolverId,
 };
 
-use crate::sqlite::now_ms;
+use crate::encoding::now_ms;
 use crate::{Batch, BuildRecord, Result, Store, StoreError};
 pub use migrate::SCHEMA_VERSION;
 use ops::Ctx;
+#[cfg(feature = "test-support")]
 pub use scratch::ScratchDb;
 
 /// Statements every new connection runs: strict mode (a value that does not fit is an error,

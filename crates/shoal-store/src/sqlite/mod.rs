@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, TransactionBehavior};
@@ -40,6 +40,7 @@ use shoal_model::{
     ResultRow, Session, SessionId, Solver, SolverId,
 };
 
+use crate::encoding::now_ms;
 use crate::{Batch, BuildRecord, Result, Store, StoreError};
 use ops::Ctx;
 
@@ -75,14 +76,6 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(50);
 /// WAL pages after which the writer checkpoints by itself (SQLite's default is 1000): only
 /// reached when the background checkpointer falls behind or cannot run.
 const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
-
-/// Milliseconds since the Unix epoch, the unit of every timestamp in the store.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
 
 /// The SQLite store. Cheap to clone: clones share the one connection.
 #[derive(Clone)]
