@@ -33,12 +33,14 @@
 //! The SQL lives in [`queries`], row conversions in `rows`, operations in `ops`, migrations in
 //! `migrate`.
 
+mod apply;
 mod migrate;
 mod ops;
 pub mod queries;
 mod rows;
 #[cfg(feature = "test-support")]
 pub mod scratch;
+mod store;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -480,197 +482,6 @@ impl MysqlStore {
                 OpError::Store(e) => return Err(e),
             }
         }
-    }
-}
-
-#[async_trait]
-impl Store for MysqlStore {
-    fn describe(&self) -> String {
-        self.location.clone()
-    }
-
-    async fn migrate(&self) -> Result<u32> {
-        let database = self.database.as_str();
-        // A connection of its own, closed afterwards: the migration lock is the connection's,
-        // and must not go back into the pool with it should the migration be cut short.
-        self.run_on(Source::Dedicated, "migrating the schema", |conn| {
-            migrate::migrate(conn, database, now_ms())
-        })
-        .await
-    }
-
-    async fn create_session(&self, session: &NewSession) -> Result<SessionId> {
-        let now = now_ms();
-        self.run("creating a session", |c| {
-            ops::create_session(c, session, now)
-        })
-        .await
-    }
-
-    async fn session(&self, id: SessionId) -> Result<Option<Session>> {
-        self.run("reading a session", |c| ops::session(c, id)).await
-    }
-
-    async fn sessions(&self) -> Result<Vec<Session>> {
-        self.run("listing sessions", ops::sessions).await
-    }
-
-    async fn find_session(&self, session: &NewSession) -> Result<Option<Session>> {
-        self.run("finding a session", |c| ops::find_session(c, session))
-            .await
-    }
-
-    async fn upsert_configs(&self, configs: &[NewConfig]) -> Result<Vec<(ConfigId, bool)>> {
-        let ctx = self.ctx;
-        self.run("upserting configs", |c| {
-            ops::upsert_configs(c, ctx, configs)
-        })
-        .await
-    }
-
-    async fn config(&self, id: ConfigId) -> Result<Option<Config>> {
-        self.run("reading a config", |c| ops::config(c, id)).await
-    }
-
-    async fn configs_with_tag(&self, tag: &str) -> Result<Vec<Config>> {
-        self.run("listing configs by tag", |c| ops::configs_with_tag(c, tag))
-            .await
-    }
-
-    async fn upsert_solvers(&self, solvers: &[NewSolver]) -> Result<Vec<Solver>> {
-        let ctx = self.ctx;
-        self.run("upserting solvers", |c| {
-            ops::upsert_solvers(c, ctx, solvers)
-        })
-        .await
-    }
-
-    async fn solvers(&self) -> Result<Vec<Solver>> {
-        self.run("listing solvers", ops::solvers).await
-    }
-
-    async fn set_applicability(
-        &self,
-        session: SessionId,
-        rows: &[(ConfigId, SolverId, bool)],
-    ) -> Result<()> {
-        let (ctx, now) = (self.ctx, now_ms());
-        self.run("recording applicability", |c| {
-            ops::set_applicability(c, ctx, session, rows, now)
-        })
-        .await
-    }
-
-    async fn applicable_solvers(
-        &self,
-        session: SessionId,
-        config: ConfigId,
-    ) -> Result<Vec<SolverId>> {
-        self.run("reading applicability", |c| {
-            ops::applicable_solvers(c, session, config)
-        })
-        .await
-    }
-
-    async fn insert_jobs(&self, jobs: &[NewJob]) -> Result<u64> {
-        let (ctx, now) = (self.ctx, now_ms());
-        self.run("inserting jobs", |c| ops::insert_jobs(c, ctx, jobs, now))
-            .await
-    }
-
-    async fn job(&self, id: JobId) -> Result<Option<Job>> {
-        self.run("reading a job", |c| ops::job(c, id)).await
-    }
-
-    async fn jobs_in_state(
-        &self,
-        session: SessionId,
-        state: JobState,
-        limit: u32,
-    ) -> Result<Vec<Job>> {
-        self.run("listing jobs by state", |c| {
-            ops::jobs_in_state(c, session, state, limit)
-        })
-        .await
-    }
-
-    async fn in_flight(&self, session: SessionId) -> Result<Vec<Job>> {
-        self.run("listing in-flight jobs", |c| ops::in_flight(c, session))
-            .await
-    }
-
-    async fn expired_leases(&self, now_ms: i64, limit: u32) -> Result<Vec<Job>> {
-        self.run("listing expired leases", |c| {
-            ops::expired_leases(c, now_ms, limit)
-        })
-        .await
-    }
-
-    async fn state_counts(&self, session: SessionId) -> Result<BTreeMap<JobState, u64>> {
-        self.run("counting jobs by state", |c| ops::state_counts(c, session))
-            .await
-    }
-
-    async fn apply(&self, batch: &Batch) -> Result<Vec<bool>> {
-        batch.validate()?;
-        if batch.changes.is_empty() && batch.builds.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (ctx, now) = (self.ctx, now_ms());
-        self.run("applying a batch", |c| ops::apply(c, ctx, batch, now))
-            .await
-    }
-
-    async fn renew_leases(&self, renewals: &[crate::LeaseRenewal]) -> Result<u64> {
-        if renewals.is_empty() {
-            return Ok(0);
-        }
-        let ctx = self.ctx;
-        self.run("renewing leases", |c| ops::renew_leases(c, ctx, renewals))
-            .await
-    }
-
-    async fn unsent(&self, before_ms: i64, limit: u32) -> Result<Vec<Job>> {
-        self.run("reading the outbox", |c| ops::unsent(c, before_ms, limit))
-            .await
-    }
-
-    async fn mark_sent(&self, sent: &[JobRef]) -> Result<()> {
-        if sent.is_empty() {
-            return Ok(());
-        }
-        let ctx = self.ctx;
-        self.run("clearing sent requests from the outbox", |c| {
-            ops::mark_sent(c, ctx, sent)
-        })
-        .await
-    }
-
-    async fn builds(&self, session: SessionId, keys: &[String]) -> Result<Vec<BuildRecord>> {
-        self.run("reading builds", |c| ops::builds(c, session, keys))
-            .await
-    }
-
-    async fn put_artifact(&self, hash: &str, bytes: &[u8]) -> Result<bool> {
-        let now = now_ms();
-        self.run("storing an artifact", |c| {
-            ops::put_artifact(c, hash, bytes, now)
-        })
-        .await
-    }
-
-    async fn artifact(&self, hash: &str) -> Result<Option<Vec<u8>>> {
-        self.run("reading an artifact", |c| ops::artifact(c, hash))
-            .await
-    }
-
-    async fn results(&self, job: JobId) -> Result<Vec<ResultRow>> {
-        self.run("reading results", |c| ops::results(c, job)).await
-    }
-
-    async fn final_results(&self, session: SessionId) -> Result<Vec<FinalResult>> {
-        self.run("reading final results", |c| ops::final_results(c, session))
-            .await
     }
 }
 
