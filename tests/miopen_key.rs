@@ -1,5 +1,5 @@
 //! `shoal miopen key` agrees with MIOpen on every verified test vector of
-//! `shared/reference/miopen-formats.md` §1.4, and `shoal import-configs` imports every recorded
+//! `docs/miopen-formats.md` §1.4, and `shoal import-configs` imports every recorded
 //! MIOpenDriver config file.
 
 mod common;

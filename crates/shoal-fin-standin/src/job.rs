@@ -1,6 +1,6 @@
 //! One job of the input file: its steps in order, each answered from a recording or from the
 //! rules, with the configured faults applied — the same output object fin builds
-//! (`miopen-formats.md` §6.2, §6.4).
+//! (`docs/miopen-formats.md` §6.2, §6.4).
 
 use crate::faults::{Faults, Phase};
 use crate::recorded::{self, Recording, STEP_RESULTS};

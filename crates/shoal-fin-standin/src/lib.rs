@@ -3,7 +3,7 @@
 //! exactly as it runs the real one (`fin -i in.json -o out.json`) on machines without ROCm or
 //! an AMD GPU: in tests, in CI and in demos of the cluster plumbing.
 //!
-//! What it does, per job of the input file (`shared/reference/miopen-formats.md` §6):
+//! What it does, per job of the input file (`docs/miopen-formats.md` §6):
 //!
 //! 1. If a recorded real fin answer exists for the job's step, convolution, architecture and
 //!    solver list (MIFin's own test recordings, embedded from `fixtures/`), it replays it.

@@ -1,7 +1,8 @@
-//! Real fin answers, replayed. The current-shape recordings of MIFin's own tests
-//! (`fixtures/`, copied from `shared/data/fin-fixtures`, MIT license — see `fixtures/README.md`)
-//! are embedded in the binary; a job whose step, convolution, architecture and solver list equal
-//! a recording's gets the recorded result for that step instead of a rule-made one.
+//! Real fin answers, replayed. The current-shape recordings of MIFin's own tests (`fixtures/`,
+//! copied from MIFin's `src/tests/`, MIT license — see `fixtures/README.md` and
+//! `docs/data-provenance.md`) are embedded in the binary; a job whose step, convolution,
+//! architecture and solver list equal a recording's gets the recorded result for that step instead
+//! of a rule-made one.
 
 use serde_json::Value;
 use shoal_miopen::fin::parse_output;

@@ -2,7 +2,7 @@
 //! logic; it only has to look like fin's output and be deterministic.
 //!
 //! * Applicability: a handful of rules read from the solver names of MIOpen's registry
-//!   (`shoal_miopen::solvers`, `miopen-formats.md` §7): a solver named for a direction
+//!   (`shoal_miopen::solvers`, `docs/miopen-formats.md` §7): a solver named for a direction
 //!   (`Fwd`/`Forward`, `Bwd`, `WrW`/`Wrw`) applies only there; `1x1` solvers only to 1x1
 //!   filters (and `_stride1`/`_stride2`/`_0_1`/`_0_2` ones to that stride and pad); `3x3`
 //!   solvers and every Winograd only to 3x3, stride 1, dilation 1 and 2-D; `Xdlops` solvers

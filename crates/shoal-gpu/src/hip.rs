@@ -1,7 +1,7 @@
 //! AMD GPUs through HIP (hip-sys), behind the `hip` cargo feature because hip-sys links ROCm's
 //! `libamdhip64` at build time. Only calls whose ABI is stable across ROCm releases are used
 //! (device count, attributes, memory info); `hipGetDeviceProperties` changed layout in ROCm 6
-//! and is avoided (`shared/reference/rust-stack.md` §2).
+//! and is avoided (`docs/rust-stack.md` §2).
 
 use hip_sys::hiprt;
 

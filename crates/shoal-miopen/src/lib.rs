@@ -3,7 +3,7 @@
 //! db and kernel db that Shoal exports.
 //!
 //! **Architecture invariant:** no processes, no network, no store. Parsing and formatting are
-//! pure functions checked against the test vectors of `shared/reference/miopen-formats.md`; the
+//! pure functions checked against the test vectors of `docs/miopen-formats.md`; the
 //! database writers are the only code here that touches files.
 
 pub mod driver;

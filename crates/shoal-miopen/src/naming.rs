@@ -3,7 +3,7 @@
 //! device and its CU count and which an exported database must match byte for byte to be found,
 //! and the target id that MITuna hands to fin.
 //!
-//! Rules (`shared/reference/miopen-formats.md` §2.2, §3.1, §4.3, §9.7; MIOpen
+//! Rules (`docs/miopen-formats.md` §2.2, §3.1, §4.3, §9.7; MIOpen
 //! `Handle::GetDbBasename`, `TargetProperties::Init/InitDbId`; MITuna `export_db.get_filename`):
 //! base = `DbId` followed by `_<decimal CUs>` when the device has at most 64 CUs, else by the CU
 //! count in lowercase hex with no separator (120 = 0x78 → `gfx90878`, 304 = 0x130 →
@@ -81,7 +81,7 @@ mod tests {
 
     #[test]
     fn every_database_name_of_the_reference() {
-        // §2.2, §3.1, §4.3 and mituna.md §3.3: shipped and exported names.
+        // §2.2, §3.1, §4.3 and docs/mituna.md §3.3: shipped and exported names.
         for (arch, cu, name) in [
             ("gfx908", 120, "gfx90878"),
             ("gfx906", 60, "gfx906_60"),

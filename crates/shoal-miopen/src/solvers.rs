@@ -3,7 +3,7 @@
 //! `solver_name` and `MIOPEN_DEBUG_FIND_ONLY_SOLVER`, and whether it is tunable (has a
 //! `PerformanceConfig`, so it can have a perf-db entry) and dynamic (no compile per problem).
 //!
-//! Source: `shared/reference/miopen-formats.md` §7. The 104 entries with `verified: true` are
+//! Source: `docs/miopen-formats.md` §7. The 104 entries with `verified: true` are
 //! MIOpen 3.3 (ROCm 6.3, `2d1fd997`): ids re-derived from the registrar and every id, name and
 //! flag checked against `test/gtest/unit_FinInterface.cpp`. The entries with `verified: false`
 //! are the solvers the newest MIOpen (`rocm-libraries`) registers under a new name on an old id

@@ -45,7 +45,8 @@ const TYPES: [DataType; 6] = [
 /// A random config, straight into the struct (may be invalid; callers filter with `validate`).
 fn random_config(r: &mut Rng) -> ConvConfig {
     let mut c = random_config_default_pads(r);
-    // `same`/`valid`: pads as MIOpenDriver rewrites them (an independent restatement of §1.3).
+    // `same`/`valid`: pads as MIOpenDriver rewrites them (an independent restatement of
+    // `docs/miopen-formats.md` §1.3).
     let three_d = c.spatial_dim == 3;
     let dil_one = c.dilation_h == 1 && c.dilation_w == 1 && (!three_d || c.dilation_d == 1);
     let fil_one = c.fil_h == 1 && c.fil_w == 1 && (!three_d || c.fil_d == 1);

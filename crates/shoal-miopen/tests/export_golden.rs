@@ -1,6 +1,6 @@
 //! The exported databases, byte for byte (text) and row for row (SQLite, schema text included),
 //! against golden files derived by hand from the real database lines quoted in
-//! `shared/reference/miopen-formats.md` and from fin's recorded outputs — never produced by the
+//! `docs/miopen-formats.md` and from fin's recorded outputs — never produced by the
 //! writers under test. `tests/golden/README.md` says how each golden file was made.
 
 mod fin_support;

@@ -1,7 +1,8 @@
-//! fin's protocol against MIFin's recorded inputs and outputs (`shared/data/fin-fixtures`):
-//! every output parses (current and older shapes), every recorded kernel object decodes with a
-//! matching md5 and re-encodes to the very same blob, the configs echoed by fin give back fin's
-//! own `db_key`, and the input files MITuna wrote are rebuilt from [`FinJob`]s.
+//! fin's protocol against MIFin's recorded inputs and outputs (`tests/fin-fixtures`, copied from
+//! MIFin's `src/tests/`; see `docs/data-provenance.md`): every output parses (current and older
+//! shapes), every recorded kernel object decodes with a matching md5 and re-encodes to the very
+//! same blob, the configs echoed by fin give back fin's own `db_key`, and the input files MITuna
+//! wrote are rebuilt from [`FinJob`]s.
 
 mod fin_support;
 

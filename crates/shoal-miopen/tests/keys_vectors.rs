@@ -1,4 +1,4 @@
-//! The verified test vectors of `shared/reference/miopen-formats.md` §1.4 (each key string was
+//! The verified test vectors of `docs/miopen-formats.md` §1.4 (each key string was
 //! found in a shipped MIOpen database or a fin fixture): driver line → `parse_line` → the find-db
 //! key, the perf-db key and the network config, exactly. Then real find-db keys read back as
 //! lines, and the direction/mode/padding rules of §1.1–§1.3 that no shipped file shows.

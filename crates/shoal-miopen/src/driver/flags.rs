@@ -1,5 +1,5 @@
 //! MIOpenDriver's convolution flags (`driver/conv_driver.hpp AddCmdLineArgs`, §5.3 of
-//! `shared/reference/miopen-formats.md`) as one table, and the scan of a command line's tokens
+//! `docs/miopen-formats.md`) as one table, and the scan of a command line's tokens
 //! into `(field, value)` pairs. Every flag has a long form (`--out_channels`) and a one-character
 //! short form (`-k`), including the odd ones (`-_ -! -@ -# -$ -% -^`); the value is always the
 //! next token, as in `InputFlags::Parse` (`--name=value` is accepted too). Flags that change the

@@ -10,7 +10,7 @@
 //! a command for another primitive (`pool`, `bnorm`, … counted and skipped), blank, or a
 //! `#` comment.
 //!
-//! Where MITuna's `import_configs` drops real lines (`mituna.md` §6), this keeps them: no `-F`
+//! Where MITuna's `import_configs` drops real lines (`docs/mituna.md` §6), this keeps them: no `-F`
 //! (all three directions, or the one named by an API prefix), `-F 0` and the two-direction
 //! masks 3/5/6, long flags (`--time`), other primitives mixed in, and different in/fil/out
 //! layouts. What is wrong is an error that says what and where ([`LineError`]).

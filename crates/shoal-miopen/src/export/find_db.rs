@@ -1,4 +1,4 @@
-//! The find db, `<base>.HIP.fdb.txt` (`miopen-formats.md` §3.2; MITuna `export_db.py`
+//! The find db, `<base>.HIP.fdb.txt` (`docs/miopen-formats.md` §3.2; MITuna `export_db.py`
 //! `build_miopen_fdb` + `write_fdb`):
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! The kernel db, `<base>.kdb` (`miopen-formats.md` §4; MITuna `export_db.py write_kdb`): one
+//! The kernel db, `<base>.kdb` (`docs/miopen-formats.md` §4; MITuna `export_db.py write_kdb`): one
 //! SQLite table of code objects, looked up by MIOpen with
 //! `kernel_name = <file>.o AND kernel_args = <options> -mcpu=<arch>`.
 //!

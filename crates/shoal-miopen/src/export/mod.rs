@@ -1,6 +1,6 @@
 //! The three databases MIOpen reads tuning results from, written byte-compatibly with what
-//! MITuna's `export_db` ships and MIOpen ≥ 3.2 reads (`miopen-formats.md` §2–§4, §9;
-//! `mituna.md` §5):
+//! MITuna's `export_db` ships and MIOpen ≥ 3.2 reads (`docs/miopen-formats.md` §2–§4, §9;
+//! `docs/mituna.md` §5):
 //!
 //! | file | writer | content |
 //! |---|---|---|

@@ -1,5 +1,6 @@
 //! The perf db, as text (`<base>.db.txt`, what MIOpen ≥ 3.2 reads by default) and as SQLite
-//! (`<base>.db`, MIOpen ≤ 3.1 or `MIOPEN_USE_SQLITE_PERFDB=On`) — `miopen-formats.md` §2.4, §2.5.
+//! (`<base>.db`, MIOpen ≤ 3.1 or `MIOPEN_USE_SQLITE_PERFDB=On`) — `docs/miopen-formats.md`
+//! §2.4, §2.5.
 //!
 //! Text: `KEY=SOLVER:PARAMS;SOLVER:PARAMS…\n` with the x-joined key (§1.2b); lines sorted by key
 //! and pairs sorted by solver name, as MITuna's `write_pdb` writes them (MIOpen itself reads

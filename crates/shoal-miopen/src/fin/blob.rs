@@ -1,6 +1,6 @@
 //! Kernel objects as fin sends them: `blob` = standard base64 of `bzip2(code object)`,
 //! `md5_sum` = lowercase hex md5 of the **uncompressed** code object, `uncompressed_size` = its
-//! length (`miopen-formats.md` §6.4, §4.2, §9.5).
+//! length (`docs/miopen-formats.md` §6.4, §4.2, §9.5).
 //!
 //! MIOpen compresses with `BZ2_bzBuffToBuffCompress(blockSize100k = 9)` into a buffer the size of
 //! the input; when the result would not fit, the raw bytes are stored and `uncompressed_size` is

@@ -2,9 +2,9 @@
 //! `fin -i in.json -o out.json`, and parse the output file fin writes back.
 //!
 //! fin (ROCm/MIFin) is MIOpen's tuning handle. It cannot run on this machine (it needs ROCm and an
-//! AMD GPU), so everything here is checked against recorded fin inputs and outputs
-//! (`shared/data/fin-fixtures`, MIFin's own test files) and against the description in
-//! `shared/reference/miopen-formats.md` §6.
+//! AMD GPU), so everything here is checked against recorded fin inputs and outputs (MIFin's own
+//! test files, copied into `tests/fin-fixtures`; see `docs/data-provenance.md`) and against the
+//! description in `docs/miopen-formats.md` §6.
 //!
 //! * [`input`]: [`FinJob`] → the list-wrapped input file, byte for byte as MITuna's
 //!   `json.dumps(fjob, indent=2)` writes it (insertion-ordered keys, §6.2/§6.7), and

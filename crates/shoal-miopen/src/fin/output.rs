@@ -1,5 +1,5 @@
 //! fin's output file: a JSON list whose first element is `{"process_env": ["NAME=value", …]}`
-//! and then one object per input job (`miopen-formats.md` §6.2, §6.4). MITuna drops element 0;
+//! and then one object per input job (`docs/miopen-formats.md` §6.2, §6.4). MITuna drops element 0;
 //! Shoal keeps it because it records the environment fin actually saw (MIOpen db and cache
 //! directories, `HIP_VISIBLE_DEVICES`), which is how tests check per-worker isolation.
 //!

@@ -7,7 +7,7 @@
 //! (`in` is dy, `out` is dx), and a transposed convolution with the directions swapped, so the
 //! key of `-F 2` starts with K, not C. [`ProblemView`] does that swap in one place, exactly as
 //! `src/ocl/convolutionocl.cpp` and `src/convolution_api.cpp` build their problems
-//! (`shared/reference/miopen-formats.md` §1.1–§1.3); every writer below only prints it.
+//! (`docs/miopen-formats.md` §1.1–§1.3); every writer below only prints it.
 //!
 //! int8: MIOpenDriver's own `convint8` makes y INT32, so MIOpen's API would print
 //! `INT8INT8INT32`; fin builds every tensor as INT8 and the shipped databases (written by

@@ -5,10 +5,10 @@
 //! output size is the one its input, filter, pad and stride give.
 //!
 //! What a key cannot say: a transposed convolution's key is the key of an ordinary convolution
-//! in the swapped direction (§1.1), and `same`/`valid` padding is already folded into the pads.
-//! So the config read back is always `-m conv`, with the default pad mode unless only `same` or
-//! `valid` explains the key's output size (an even filter padded `same`); its keys equal the
-//! input.
+//! in the swapped direction (`docs/miopen-formats.md` §1.1), and `same`/`valid` padding is
+//! already folded into the pads. So the config read back is always `-m conv`, with the default
+//! pad mode unless only `same` or `valid` explains the key's output size (an even filter padded
+//! `same`); its keys equal the input.
 
 use super::output_dims;
 use crate::problem::{ConvConfig, ConvMode, DataType, Direction, PadMode};

@@ -5,8 +5,8 @@
 use shoal_miopen::{ConvConfig, ConvMode, DataType, Direction, PadMode};
 use std::path::PathBuf;
 
-/// MIFin's recorded inputs and outputs (MIT license), copied from `shared/data/fin-fixtures` into
-/// `tests/fin-fixtures`, or `$SHOAL_FIN_FIXTURES`.
+/// MIFin's recorded inputs and outputs (MIT license), copied from MIFin's `src/tests/` into
+/// `tests/fin-fixtures` (see `docs/data-provenance.md`), or `$SHOAL_FIN_FIXTURES`.
 pub fn fixtures_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("SHOAL_FIN_FIXTURES") {
         return PathBuf::from(dir);
@@ -19,7 +19,7 @@ pub fn fixture(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "fin fixture {} not readable ({e}); the copies live in tests/fin-fixtures \
-             (or point SHOAL_FIN_FIXTURES at shared/data/fin-fixtures)",
+             (or point SHOAL_FIN_FIXTURES at another copy of MIFin's src/tests)",
             path.display()
         )
     })
@@ -87,7 +87,7 @@ pub fn conv2d(
     }
 }
 
-/// Test vector #7 of `miopen-formats.md` §1.4: `conv --spatial_dim 3 -n 4 -c 256 --in_d 16
+/// Test vector #7 of `docs/miopen-formats.md` §1.4: `conv --spatial_dim 3 -n 4 -c 256 --in_d 16
 /// -H 56 -W 56 -k 512 --fil_d 1 -y 1 -x 1 --conv_stride_d 2 -u 2 -v 2 -F 1`.
 pub fn conv3d_vector7() -> ConvConfig {
     let mut c = conv2d(

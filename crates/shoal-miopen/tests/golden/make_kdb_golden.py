@@ -1,5 +1,5 @@
 # python3 tests/golden/make_kdb_golden.py -- builds tests/golden/fin_fixtures.kdb.dump by applying MITuna's write_kdb row rules
-# (tuna/miopen/subcmd/export_db.py; miopen-formats.md §4.1-§4.2) to fin's recorded kernel
+# (tuna/miopen/subcmd/export_db.py; docs/miopen-formats.md §4.1-§4.2) to fin's recorded kernel
 # objects. The stored blob is base64decode(fin blob), exactly what MITuna stores.
 import base64, bz2, hashlib, json, os
 HERE = os.path.dirname(os.path.abspath(__file__))

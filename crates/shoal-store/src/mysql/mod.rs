@@ -3,7 +3,7 @@
 //! Why it looks the way it does:
 //! - **A pool without connection reset.** mysql_async resets a connection returned to its pool
 //!   by default, one more round trip that also empties the connection's prepared-statement
-//!   cache (rust-stack.md, pitfall P4). The store sets `reset_connection = false`: its
+//!   cache (docs/rust-stack.md, pitfall P4). The store sets `reset_connection = false`: its
 //!   connections carry no session state but the settings of [`SESSION_SETUP`], so each keeps
 //!   its statements prepared. Any tokio runtime runs it, a current-thread one (actix's System)
 //!   included, as long as the store is used on the runtime that connected it.

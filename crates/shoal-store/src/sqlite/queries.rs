@@ -3,7 +3,7 @@
 //! Why constants: values reach SQL only as bound parameters (`?N`), never by formatting, and a
 //! fixed text lets `prepare_cached` reuse the compiled statement. Keeping them together also lets
 //! a test run `EXPLAIN QUERY PLAN` over the hot ones ([`HOT`]) and fail when one of them stops
-//! using an index, which is how the brief's "every hot query is indexed" stays true.
+//! using an index, which is how "every hot query is indexed" stays true.
 //!
 //! The column lists that several queries share are macros (in `crate::encoding`, shared with
 //! the other store), not constants, because `concat!` only accepts literals.
