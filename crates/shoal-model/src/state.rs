@@ -6,8 +6,12 @@
 //!  └──────────┴───────────────┘            └────────────┴──────────────┘
 //!        lease expired / handed back             lease expired / handed back
 //! any non-terminal state ─▶ errored        (a candidate fault, or retries exhausted)
-//! new ─▶ not_applicable
 //! ```
+//!
+//! A candidate that does not apply is never a job: the loaders skip it (MIOpen's applicability
+//! step decides before `jobs load`), and a backend that finds out late records the failure kind
+//! `not_applicable` on an errored job. So there is no state for it. (The schemas' CHECK lists
+//! still allow the name, which no release ever wrote.)
 //!
 //! Every change is a compare-and-set on `(state, attempt)`: a [`Transition`] names the state and
 //! attempt it expects to find and the store applies it only if both still hold. The Scheduler is
@@ -31,11 +35,10 @@ pub enum JobState {
     Evaluating,
     Evaluated,
     Errored,
-    NotApplicable,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 9] = [
+    pub const ALL: [JobState; 8] = [
         JobState::New,
         JobState::CompileQueued,
         JobState::Compiling,
@@ -44,7 +47,6 @@ impl JobState {
         JobState::Evaluating,
         JobState::Evaluated,
         JobState::Errored,
-        JobState::NotApplicable,
     ];
 
     /// The name stored in the database and shown to users.
@@ -58,16 +60,12 @@ impl JobState {
             JobState::Evaluating => "evaluating",
             JobState::Evaluated => "evaluated",
             JobState::Errored => "errored",
-            JobState::NotApplicable => "not_applicable",
         }
     }
 
     /// A terminal state is never left.
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            JobState::Evaluated | JobState::Errored | JobState::NotApplicable
-        )
+        matches!(self, JobState::Evaluated | JobState::Errored)
     }
 
     /// In flight: handed to a queue or a worker, and so covered by a lease.
@@ -95,7 +93,7 @@ impl JobState {
     pub fn can_move_to(self, next: JobState) -> bool {
         use JobState::*;
         match (self, next) {
-            (New, CompileQueued) | (New, NotApplicable) => true,
+            (New, CompileQueued) => true,
             (CompileQueued, Compiling) => true,
             // A fast compiler may answer before its "started" notice is applied.
             (CompileQueued, Compiled) | (Compiling, Compiled) => true,
@@ -254,7 +252,7 @@ mod tests {
 
     #[test]
     fn terminal_states_are_never_left() {
-        for from in [Evaluated, Errored, NotApplicable] {
+        for from in [Evaluated, Errored] {
             for to in JobState::ALL {
                 assert!(!from.can_move_to(to), "{from} -> {to}");
             }

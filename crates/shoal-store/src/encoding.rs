@@ -61,7 +61,7 @@ pub(crate) fn timestamp_slot(to: JobState) -> Option<usize> {
         JobState::Compiled => Some(2),
         JobState::EvalQueued => Some(3),
         JobState::Evaluating => Some(4),
-        JobState::Evaluated | JobState::Errored | JobState::NotApplicable => Some(5),
+        JobState::Evaluated | JobState::Errored => Some(5),
     }
 }
 

@@ -378,9 +378,9 @@ pub async fn state_counts_per_state(store: &dyn Store) {
     }
     assert!(step(store, tr(ids[0], New, 0, CompileQueued)).await);
     assert!(step(store, tr(ids[1], New, 0, CompileQueued)).await);
-    assert!(step(store, tr(ids[2], New, 0, NotApplicable)).await);
+    assert!(step(store, tr(ids[2], New, 0, Errored)).await);
     let counts = store.state_counts(w.session).await.unwrap();
-    let want: BTreeMap<JobState, u64> = [(New, 3), (CompileQueued, 2), (NotApplicable, 1)]
+    let want: BTreeMap<JobState, u64> = [(New, 3), (CompileQueued, 2), (Errored, 1)]
         .into_iter()
         .collect();
     assert_eq!(counts, want);

@@ -176,7 +176,7 @@ pub async fn illegal_edge_rejects_whole_batch(store: &dyn Store) {
             .await,
     );
     let wrong_attempt = Change {
-        transition: tr(a, New, 0, NotApplicable),
+        transition: tr(a, New, 0, Errored),
         result: Some(failed(&w, a, 1, FailureKind::NotApplicable)),
     };
     assert_invalid(
