@@ -26,7 +26,7 @@ pub struct SessionBackends {
 
 impl Default for SessionBackends {
     fn default() -> Self {
-        Self::new(shoal_backend::session::default_fin_path())
+        Self::new(shoal_backend::session::DEFAULT_FIN.into())
     }
 }
 

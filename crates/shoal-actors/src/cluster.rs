@@ -51,6 +51,10 @@ pub struct WorkerOptions {
     pub scheduler: SchedulerConfig,
     /// The only directory the exporter role writes into; requests name directories inside it.
     pub export_dir: PathBuf,
+    /// This host's devices (`shoal_gpu::discover`).
+    pub devices: Vec<shoal_gpu::Device>,
+    /// The argv of a library-mode runner (`shoal_backend::library::runner_program`).
+    pub runner_program: Vec<String>,
 }
 
 /// A running worker process.
@@ -159,6 +163,7 @@ pub async fn start(
         let monitor = GpuMonitor::new(
             bus.clone(),
             opts.host.clone(),
+            opts.devices.clone(),
             opts.monitor_interval,
             workers_signal.clone(),
             workers_drain.guard(),
@@ -195,6 +200,7 @@ pub async fn start(
                             .health_switch(&device.id)
                             .expect("the monitor has a switch for every device it found"),
                         delivery_limit,
+                        runner_program: opts.runner_program.clone(),
                     });
                 }
             }

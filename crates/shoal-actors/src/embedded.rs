@@ -36,6 +36,10 @@ pub struct EmbeddedOptions {
     pub compile_slots: Option<usize>,
     pub monitor_interval: Duration,
     pub scheduler: SchedulerConfig,
+    /// This host's devices (`shoal_gpu::discover`), of which the session's evaluate.
+    pub devices: Vec<Device>,
+    /// The argv of a library-mode runner (`shoal_backend::library::runner_program`).
+    pub runner_program: Vec<String>,
 }
 
 /// The running actors.
@@ -74,6 +78,7 @@ pub async fn start(
     let monitor = GpuMonitor::new(
         bus.clone(),
         opts.host.clone(),
+        opts.devices.clone(),
         opts.monitor_interval,
         workers_signal.clone(),
         workers_drain.guard(),
@@ -166,6 +171,7 @@ pub async fn start(
                 device_gate: cpu_gate.clone(),
                 healthy,
                 delivery_limit,
+                runner_program: opts.runner_program.clone(),
             },
             workers_signal.clone(),
             workers_drain.guard(),

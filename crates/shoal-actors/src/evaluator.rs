@@ -46,6 +46,8 @@ pub struct EvaluatorConfig {
     /// Device health, fed by the GpuMonitor's events: false pauses consumption.
     pub healthy: watch::Receiver<bool>,
     pub delivery_limit: u32,
+    /// The argv of this device's library-mode runner (`shoal_backend::library::runner_program`).
+    pub runner_program: Vec<String>,
 }
 
 pub struct Evaluator {
@@ -96,7 +98,7 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
     let mut healthy = cfg.healthy.clone();
     let mut consumer = cfg.bus.consume(&cfg.queue, 1).await?;
     // The device's runner for library-mode specs: started on first use, killed with this loop.
-    let runner = RunnerSlot::default();
+    let runner = RunnerSlot::new(cfg.runner_program.clone());
     loop {
         // Paused while the device is unhealthy.
         while !*healthy.borrow() {

@@ -32,15 +32,16 @@ pub struct GpuMonitor {
 }
 
 impl GpuMonitor {
-    /// Discovers the devices now, so the caller can start one Evaluator per device.
+    /// Watches `devices` (the host's, as `shoal_gpu::discover` found them), so the caller can
+    /// start one Evaluator per device.
     pub fn new(
         bus: Arc<dyn Bus>,
         host: String,
+        devices: Vec<Device>,
         interval: Duration,
         stop: Signal,
         guard: DrainGuard,
     ) -> Self {
-        let devices = shoal_gpu::discover(&SystemRoot::default());
         for d in &devices {
             tracing::info!(device = %d.id, name = %d.name, arch = %d.arch, units = d.num_cu, "device found");
         }
@@ -218,6 +219,7 @@ mod tests {
         let monitor = GpuMonitor::new(
             bus.clone(),
             "host1:77".into(),
+            shoal_gpu::discover(&SystemRoot::default(), None),
             Duration::from_secs(60),
             signal,
             drain.guard(),

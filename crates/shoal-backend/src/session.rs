@@ -2,7 +2,7 @@
 //! whatever the backend is. The Compiler and Evaluator hold a `SessionBackend` per session and do
 //! not know whether it runs a spec's commands or MIOpen's `fin`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -254,16 +254,14 @@ pub fn noop_build_key(compile: &Params) -> String {
     format!("noop:{}", compile.key())
 }
 
-/// Where to find MIOpen's `fin` on a worker: `--fin`, else `$SHOAL_FIN`, else ROCm's default.
-pub fn default_fin_path() -> PathBuf {
-    std::env::var_os("SHOAL_FIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/rocm/bin/fin"))
-}
+/// Where ROCm installs MIOpen's `fin`: used when neither `--fin` nor `SHOAL_FIN` (read by the
+/// CLI) says otherwise.
+pub const DEFAULT_FIN: &str = "/opt/rocm/bin/fin";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn only_the_chosen_gpu_is_visible_numbered_in_pci_order() {

@@ -163,13 +163,15 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
             let running = embedded::start(
                 store.clone(),
                 MemoryBus::new(Namespace::new("bench").expect("valid")),
-                SessionBackends::default(),
+                SessionBackends::new(crate::host::fin_path(None)),
                 EmbeddedOptions {
                     session,
                     host: crate::run::hostname(),
                     work_dir: PathBuf::from(dir.path()),
                     compile_slots: None,
                     monitor_interval: Duration::from_secs(5),
+                    devices: crate::host::devices(),
+                    runner_program: crate::host::runner_program(),
                     scheduler: bench_scheduler(&args),
                 },
             )

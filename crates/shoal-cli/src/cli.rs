@@ -358,7 +358,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let summary = shoal_actors::exporter::export(
                 &*store,
-                &SessionBackends::default(),
+                &SessionBackends::new(crate::host::fin_path(None)),
                 SessionId(session),
                 &out,
             )
@@ -381,7 +381,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (Ok(v), Ok(n)) => println!("hip: runtime {v}, {n} devices"),
                 (v, n) => println!("hip: {v:?} {n:?}"),
             }
-            for d in shoal_gpu::discover(&shoal_gpu::SystemRoot::default()) {
+            for d in crate::host::devices() {
                 let h = shoal_gpu::probe(&shoal_gpu::SystemRoot::default(), &d);
                 println!(
                     "{:<10} {:<8} units={:<5} healthy={:<5} {} ({})",

@@ -62,6 +62,8 @@ pub async fn run_session(
             work_dir,
             compile_slots: opts.jobs,
             monitor_interval: Duration::from_secs(5),
+            devices: crate::host::devices(),
+            runner_program: crate::host::runner_program(),
             // One process, a local file: a store that fails for seconds (a full disk, a
             // read-only file) is not coming back by itself.
             scheduler: SchedulerConfig {

@@ -48,7 +48,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         }
     );
 
-    let backends = SessionBackends::default();
+    let backends = SessionBackends::new(crate::host::fin_path(None));
     backends.insert(session, SessionBackend::Command(spec.clone()));
     let out = args
         .out
@@ -101,7 +101,7 @@ fn choose_device(
 ) -> anyhow::Result<shoal_gpu::Device> {
     use shoal_backend::spec::DeviceClass;
     use shoal_gpu::DeviceKind;
-    let devices = shoal_gpu::discover(&shoal_gpu::SystemRoot::default());
+    let devices = crate::host::devices();
     let listing = || {
         devices
             .iter()

@@ -34,7 +34,7 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
         loaded.builds,
     );
     let interrupted = crate::run::watch_progress(&*store, session, stop).await?;
-    let backends = SessionBackends::default();
+    let backends = SessionBackends::new(crate::host::fin_path(None));
     backends.insert(session, SessionBackend::Command(spec.clone()));
     let out = args
         .out

@@ -143,7 +143,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         for s in store.sessions().await? {
             archs.push(s.info.arch);
         }
-        for d in shoal_gpu::discover(&shoal_gpu::SystemRoot::default()) {
+        for d in crate::host::devices() {
             archs.push(d.arch);
         }
         archs.sort();
@@ -173,6 +173,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             eval_on_cpu: args.eval_on_cpu,
             monitor_interval: Duration::from_secs(10),
             export_dir,
+            devices: crate::host::devices(),
+            runner_program: crate::host::runner_program(),
             scheduler: SchedulerConfig {
                 eval_batch: args.eval_batch.max(1),
                 max_compile_in_flight: args.max_in_flight,

@@ -75,13 +75,13 @@ impl SystemRoot {
 }
 
 /// Every device this host can evaluate on: the CPU always, then the GPUs found, then the test
-/// double declared by `SHOAL_TEST_FAKE_GPU`, if any.
-pub fn discover(root: &SystemRoot) -> Vec<Device> {
+/// double `fake` declares (`<arch>:<units>`: the CLI's `SHOAL_TEST_FAKE_GPU`), if any.
+pub fn discover(root: &SystemRoot, fake: Option<&str>) -> Vec<Device> {
     let mut devices = vec![cpu_device(root)];
     devices.extend(amd_gpus(root));
     devices.extend(nvml::nvidia_gpus());
-    if let Ok(spec) = std::env::var("SHOAL_TEST_FAKE_GPU") {
-        match test_double(&spec) {
+    if let Some(spec) = fake {
+        match test_double(spec) {
             Some(d) => devices.push(d),
             None => {
                 tracing::warn!(value = %spec, "SHOAL_TEST_FAKE_GPU must be <arch>:<units>, e.g. gfx90a:110; ignored")
@@ -323,7 +323,7 @@ mod tests {
         std::fs::write(drm.join("gpu_busy_percent"), "42\n").unwrap();
         std::fs::write(drm.join("hwmon/hwmon3/temp1_input"), "61000\n").unwrap();
         let root = SystemRoot(dir.path().to_path_buf());
-        let devs = discover(&root);
+        let devs = discover(&root, None);
         assert_eq!(devs[0].kind, DeviceKind::Cpu);
         assert_eq!(devs.len(), 2);
         assert_eq!(devs[1].arch, "gfx90a");
@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn the_cpu_is_always_there() {
-        let devs = discover(&SystemRoot::default());
+        let devs = discover(&SystemRoot::default(), None);
         assert_eq!(devs[0].id, "cpu");
         assert!(devs[0].num_cu >= 1);
         assert!(probe(&SystemRoot::default(), &devs[0]).healthy);

@@ -47,10 +47,10 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// group); after that, what was read is what is quoted.
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
-/// The argv that starts a runner: `$SHOAL_RUNNER` (split on whitespace), else this executable
-/// with the `runner` subcommand.
-pub fn default_runner_program() -> Vec<String> {
-    if let Ok(custom) = std::env::var("SHOAL_RUNNER") {
+/// The argv that starts a runner: `custom` (the CLI's `$SHOAL_RUNNER`, split on whitespace),
+/// else this executable with the `runner` subcommand.
+pub fn runner_program(custom: Option<&str>) -> Vec<String> {
+    if let Some(custom) = custom {
         let argv: Vec<String> = custom.split_whitespace().map(str::to_string).collect();
         if !argv.is_empty() {
             return argv;
@@ -77,7 +77,7 @@ impl std::fmt::Debug for RunnerSlot {
 
 impl Default for RunnerSlot {
     fn default() -> Self {
-        RunnerSlot::new(default_runner_program())
+        RunnerSlot::new(runner_program(None))
     }
 }
 

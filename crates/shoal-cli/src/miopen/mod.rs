@@ -144,7 +144,7 @@ pub struct RunArgs {
 }
 
 pub fn fin_path(flag: Option<PathBuf>) -> PathBuf {
-    flag.unwrap_or_else(shoal_backend::session::default_fin_path)
+    crate::host::fin_path(flag)
 }
 
 pub async fn import_configs(args: ImportArgs, db: &Path) -> anyhow::Result<ExitCode> {

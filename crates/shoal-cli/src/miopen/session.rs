@@ -55,7 +55,7 @@ pub fn detect_miopen_version(root: &Path) -> Option<String> {
 
 /// Builds the identity from flags and the machine, or says which flag is missing.
 pub fn identity(init: &SessionInit, root: &Path) -> anyhow::Result<NewSession> {
-    let gpu = shoal_gpu::discover(&shoal_gpu::SystemRoot(root.to_path_buf()))
+    let gpu = crate::host::devices_under(&shoal_gpu::SystemRoot(root.to_path_buf()))
         .into_iter()
         .find(|d| d.kind != shoal_gpu::DeviceKind::Cpu);
     let arch = init
