@@ -7,6 +7,7 @@
 mod bench;
 mod cli;
 mod connect;
+mod hostile;
 mod load;
 mod logging;
 mod miopen;
