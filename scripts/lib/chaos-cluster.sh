@@ -14,6 +14,7 @@
 CHAOS_W=""             # the suite's directory (logs, pids, work dirs, env files)
 RESTART_SEC=1          # the supervising loops' pause before a restart (systemd's RestartSec)
 SUP_MAX_STARTS=500     # starts of one role at most, per run
+SUP_MAX_SECS=7200      # and seconds (a loop also ends when the script that started it is gone)
 NET_NS=""              # the namespace, or empty when namespaces are unavailable
 NET_HOST_END=""        # the host end of the veth pair
 NET_GATEWAY=""         # the host end's address, which the servers also listen on
@@ -23,16 +24,18 @@ NET_NOTE=""            # why there is no namespace
 
 # supervise RUN NAME ENV_FILE COMMAND...: runs COMMAND (a `shoal worker …`, possibly behind
 # `ip netns exec NS`) with the settings of ENV_FILE, and starts it again RESTART_SEC after it
-# exits, whatever the exit, until $CHAOS_W/stop-RUN exists. The live worker's pid is in
-# $CHAOS_W/pids/RUN-NAME; its output and the loop's notes go to $CHAOS_W/logs/RUN-NAME.log.
+# exits, whatever the exit, until $CHAOS_W/stop-RUN exists (or the bounds above are reached).
+# The live worker's pid is in $CHAOS_W/pids/RUN-NAME; its output and the loop's notes go to
+# $CHAOS_W/logs/RUN-NAME.log.
 supervise() {
     local run=$1 name=$2 env=$3
     shift 3
     local log=$CHAOS_W/logs/$run-$name.log pidfile=$CHAOS_W/pids/$run-$name
+    local parent=$$
     (
         set +e
-        for ((start = 1; start <= SUP_MAX_STARTS; start++)); do
-            [ ! -e "$CHAOS_W/stop-$run" ] || break
+        for ((start = 1; start <= SUP_MAX_STARTS && SECONDS < SUP_MAX_SECS; start++)); do
+            [ ! -e "$CHAOS_W/stop-$run" ] && [ -d "/proc/$parent" ] || break
             (
                 set -a
                 # shellcheck disable=SC1090 # the role's settings, written by own_role_env

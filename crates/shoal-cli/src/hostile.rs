@@ -70,16 +70,31 @@ struct Targets {
     eval: Vec<JobRef>,
 }
 
-async fn targets() -> anyhow::Result<Targets> {
-    let store = crate::connect::store_from_env()
+/// How long the tool waits for a broker or database that is restarting, or for a first session.
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn targets(settings: &crate::connect::Settings) -> anyhow::Result<Targets> {
+    let url = settings
+        .db
+        .as_deref()
+        .context("shoal bench hostile: no database to read jobs from: set SHOAL_DB")?;
+    crate::connect::require_cluster_store(&settings.db_from, url)?;
+    let store = crate::connect::open_store_url(&settings.db_from, url, WAIT)
         .await
-        .context("shoal bench hostile: reading jobs to forge replies about (SHOAL_DB)")?;
-    let session = store
-        .sessions()
-        .await?
-        .into_iter()
-        .max_by_key(|s| s.id.0)
-        .context("shoal bench hostile: the store has no session to forge messages about")?;
+        .context("shoal bench hostile: reading jobs to forge replies about")?;
+    // Loading may still be under way: wait, bounded, for its session.
+    let t0 = std::time::Instant::now();
+    let session = loop {
+        if let Some(s) = store.sessions().await?.into_iter().max_by_key(|s| s.id.0) {
+            break s;
+        }
+        if t0.elapsed() > WAIT {
+            anyhow::bail!(
+                "shoal bench hostile: no session in the store after {WAIT:?} to forge messages about"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let refs = |states: &'static [JobState]| {
         let store = store.clone();
         async move {
@@ -245,7 +260,7 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .context("shoal bench hostile: no broker: set SHOAL_BROKER")?;
     let ns = settings.namespace()?;
-    let t = targets().await?;
+    let t = targets(&settings).await?;
     let results = ns.results_queue();
     let compile_q = ns.compile_queue(COMMAND_BUILD, &t.arch);
     let eval_q = ns.eval_queue(COMMAND_RUN, &t.arch, t.num_cu);
@@ -365,7 +380,8 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
 
     let options = shoal_bus::RabbitOptions {
         codec: stranger,
-        publish_retry_for: Duration::from_secs(10),
+        publish_retry_for: WAIT,
+        connect_wait: WAIT,
         ..Default::default()
     };
     let bus = shoal_bus::RabbitBus::connect_with(&url, ns.clone(), options)
