@@ -200,12 +200,16 @@ own_rabbit_start() {
 
 # --- MariaDB -----------------------------------------------------------------------------------
 
-own_mysql_root() { mariadb --no-defaults --socket="$OWN_DIR/mysql/mysqld.sock" -uroot --connect-timeout=5 "$@"; }
+# own_mysql_root [mariadb options...]: the client as the server's superuser over its socket: the
+# OS user who installed it (root, or whoever runs the suite), authenticated by unix_socket.
+own_mysql_root() {
+    mariadb --no-defaults --socket="$OWN_DIR/mysql/mysqld.sock" -u"$(id -un)" --connect-timeout=5 "$@"
+}
 
-# own_mariadb_setup: a fresh data directory (root authenticates by unix socket only).
+# own_mariadb_setup: a fresh data directory (its superusers authenticate by unix socket only).
 own_mariadb_setup() {
     local dir=$OWN_DIR/mysql
-    mariadb-install-db --no-defaults --user=root --datadir="$dir/data" \
+    mariadb-install-db --no-defaults --user="$(id -un)" --datadir="$dir/data" \
         --auth-root-authentication-method=socket --skip-test-db >"$dir/install.log" 2>&1 ||
         die "own-services: mariadb-install-db failed; see $dir/install.log"
 }
@@ -215,7 +219,7 @@ own_mariadb_setup() {
 own_mariadb_start() {
     local dir=$OWN_DIR/mysql pid deadline bind=127.0.0.1
     if [ -n "$OWN_EXTRA_ADDR" ]; then bind+=",$OWN_EXTRA_ADDR"; fi
-    own_spawn "$dir/stdout.log" mariadbd --no-defaults --user=root --datadir="$dir/data" \
+    own_spawn "$dir/stdout.log" mariadbd --no-defaults --user="$(id -un)" --datadir="$dir/data" \
         --socket="$dir/mysqld.sock" --port="$OWN_MYSQL_PORT" --bind-address="$bind" \
         --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" --skip-name-resolve \
         --max-connections=600 --innodb-buffer-pool-size=128M
