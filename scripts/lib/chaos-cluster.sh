@@ -122,7 +122,7 @@ net_up() {
     fi
     for ((try = 0; try < 50; try++)); do
         n=$((($$ + try) % 200 + 20))
-        ip -4 addr show | grep -q "inet 10\.214\.$n\." || break
+        ip -4 addr show 2>/dev/null | grep -q "inet 10\.214\.$n\." || break
     done
     NET_NS=shoal-chaos-$$
     NET_HOST_END=chx$$
