@@ -212,6 +212,11 @@ pub enum BenchCommand {
     /// Push N jobs of the no-op backend through the whole path and print
     /// `dispatch mode=<mode> jobs=<N> secs=<S> jobs_per_s=<R>`.
     Dispatch(crate::bench::DispatchArgs),
+    /// Publish what an attacker with broker access but without the signing key would send
+    /// (garbage, a length bomb, forged replies and orders about real jobs) to the cluster
+    /// named by the environment, and print `hostile published=<n> …`. The cluster must
+    /// refuse all of it; `scripts/chaos` checks that nothing took effect.
+    Hostile(crate::hostile::HostileArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -406,6 +411,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench {
             command: BenchCommand::Dispatch(args),
         } => crate::bench::dispatch(args).await,
+        Command::Bench {
+            command: BenchCommand::Hostile(args),
+        } => crate::hostile::hostile(args).await,
     }
 }
 

@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod connect;
 mod host;
+mod hostile;
 mod load;
 mod logging;
 mod miopen;
