@@ -15,7 +15,8 @@ use futures_util::FutureExt;
 
 use crate::shutdown::{DrainGuard, Signal};
 
-/// Backoff between restarts: 100 ms doubling up to 30 s; reset after a loop ran for a minute.
+/// Backoff between restarts: 100 ms doubling up to 5 s (a loop that failed because the broker or
+/// the store was restarting is back within seconds of it, not half a minute); reset after a loop ran for a minute.
 /// A loop that has failed every run for `give_up_after` is given up: the failure is not going
 /// away by itself (a full disk, a read-only store, credentials revoked), so the process should
 /// end non-zero and say why, for its supervisor (systemd, a person) to act, rather than spin.
@@ -30,7 +31,7 @@ impl Default for Backoff {
     fn default() -> Self {
         Backoff {
             initial: Duration::from_millis(100),
-            max: Duration::from_secs(30),
+            max: Duration::from_secs(5),
             give_up_after: Duration::from_secs(120),
         }
     }

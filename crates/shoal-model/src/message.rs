@@ -81,11 +81,15 @@ pub struct EvalReply {
 }
 
 /// How often a worker sends a [`ReplyBody::Heartbeat`] while it works.
-pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The lease of started work: renewed by every heartbeat, so it only runs out when about five
-/// heartbeats in a row were not heard (a dead or cut-off worker).
-pub const RUNNING_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
+/// The lease of started work: renewed by every heartbeat, so it only runs out when four
+/// heartbeats in a row were not heard (a dead or cut-off worker). A broker restart (about 6 s)
+/// costs one or two; an outage of the store costs none, because the Scheduler neither applies
+/// renewals nor sweeps leases until it is back. Short, so that a lost worker's jobs come back in
+/// seconds: in the chaos suite the 60 s this was before made a cut-off worker's jobs the tail of
+/// the whole run.
+pub const RUNNING_LEASE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// What workers send to the Scheduler on the results queue.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -101,7 +105,7 @@ pub enum ReplyBody {
     Evaluated(EvalReply),
     /// Work on these jobs goes on on `worker`: renew their leases. Sent every
     /// [`HEARTBEAT_EVERY`] while a build or an evaluation runs, so a lease can be short (a dead
-    /// worker's jobs come back within a minute) whatever the step's timeout.
+    /// worker's jobs come back within [`RUNNING_LEASE`]) whatever the step's timeout.
     Heartbeat {
         session: SessionId,
         phase: Phase,

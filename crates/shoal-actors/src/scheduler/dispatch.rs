@@ -107,7 +107,7 @@ impl Inner {
             })
             .map(|b| (b.build_key, b.result))
             .collect();
-        let deadline = self.now() + self.config.queue_lease.as_millis() as i64;
+        let (deadline, eval_deadline) = self.queue_deadlines(session_id).await?;
         let now = self.now();
         let mut eval_room = {
             let in_flight = self.in_flight_of(session_id).await?.eval.max(0) as u64;
@@ -141,7 +141,7 @@ impl Inner {
                             JobState::EvalQueued,
                         )
                         .expect("compiled → eval_queued")
-                        .with_lease(deadline);
+                        .with_lease(eval_deadline);
                         let mut job = j.clone();
                         job.attempt = attempt;
                         evals.push((changes.len(), job, hash.clone()));
@@ -237,7 +237,7 @@ impl Inner {
         if jobs.is_empty() {
             return Ok(false);
         }
-        let deadline = self.now() + self.config.queue_lease.as_millis() as i64;
+        let (_, deadline) = self.queue_deadlines(session_id).await?;
         let changes: Vec<Change> = jobs
             .iter()
             .map(|j| {
@@ -294,6 +294,8 @@ impl Inner {
         // Per job: the position of its last compile result, and whether all agree.
         let mut results: HashMap<shoal_model::JobId, (usize, bool)> = HashMap::new();
         let mut room: HashMap<SessionId, u64> = HashMap::new();
+        // Per session: the eval queue lease of what is chained now.
+        let mut deadlines: HashMap<SessionId, i64> = HashMap::new();
         for (i, (c, tag)) in changes.iter().zip(&tags).enumerate() {
             let s = &tag.session;
             let t = &c.transition;
@@ -310,9 +312,9 @@ impl Inner {
             if !room.contains_key(s) {
                 let in_flight = self.in_flight_of(*s).await?.eval.max(0) as u64;
                 room.insert(*s, self.config.max_eval_in_flight.saturating_sub(in_flight));
+                deadlines.insert(*s, self.queue_deadlines(*s).await?.1);
             }
         }
-        let deadline = self.now() + self.config.queue_lease.as_millis() as i64;
         let mut out = Vec::with_capacity(changes.len());
         let mut out_tags = Vec::with_capacity(changes.len());
         let mut chained = Vec::new();
@@ -356,7 +358,7 @@ impl Inner {
             if let Some((job, artifact)) = next {
                 let t = Transition::new(job.id, JobState::Compiled, attempt, JobState::EvalQueued)
                     .expect("compiled → eval_queued")
-                    .with_lease(deadline);
+                    .with_lease(deadlines[&s]);
                 chained.push(Chained {
                     index: out.len(),
                     results: landed.remove(&job.id).unwrap_or_default(),

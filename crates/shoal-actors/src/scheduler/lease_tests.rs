@@ -72,8 +72,8 @@ async fn heartbeats_keep_a_lease_and_silence_ends_it() {
         .await
         .unwrap();
 
-    // 50 s on, a heartbeat: the lease now runs a full running lease from there.
-    clock.advance(Duration::from_secs(50));
+    // Most of a lease on, a heartbeat: the lease now runs a full running lease from there.
+    clock.advance(RUNNING_LEASE * 5 / 6);
     let results = bus.namespace().results_queue();
     bus.declare_queue(&results, &QueueOptions { delivery_limit: 5 })
         .await
@@ -91,7 +91,7 @@ async fn heartbeats_keep_a_lease_and_silence_ends_it() {
     inner.apply_deliveries(vec![d], &stop).await.unwrap();
 
     // Past the first deadline, within the renewed one: still running.
-    clock.advance(Duration::from_secs(59));
+    clock.advance(RUNNING_LEASE - Duration::from_secs(1));
     inner.sweep_leases().await.unwrap();
     let j = store.job(job.id).await.unwrap().unwrap();
     assert_eq!((j.state, j.retries), (Compiling, 0));
@@ -116,7 +116,10 @@ async fn a_job_whose_retries_run_out_is_errored_with_the_reason() {
     let (store, session) = session_with_jobs(1).await;
     let clock = Arc::new(ManualClock(AtomicI64::new(1_000_000)));
     let (inner, _bus) = scheduler_at(&store, session, clock.clone());
-    let queue_lease = SchedulerConfig::default().queue_lease;
+    let config = SchedulerConfig::default();
+    let limits = shoal_backend::SessionBackend::Noop.time_limits();
+    let (queue_lease, _) =
+        super::queue_leases(limits, config.eval_batch, config.queue_lease_margin);
     // max_retries is 3: four expired leases, then the next dispatch gives up.
     for round in 1..=4 {
         assert!(inner.dispatch_compile(session).await.unwrap());
@@ -134,4 +137,40 @@ async fn a_job_whose_retries_run_out_is_errored_with_the_reason() {
         error.contains("gave up after 4 retries") && error.contains("lease expired"),
         "{error}"
     );
+}
+
+/// A queued job's lease comes from its step's limits, not a fixed ten minutes: a noop session's
+/// compile request (10 s limit) is taken back just past the margin plus two limits, and not
+/// before.
+#[tokio::test]
+async fn a_queue_lease_is_derived_from_the_steps_limits() {
+    let (store, session) = session_with_jobs(1).await;
+    let clock = Arc::new(ManualClock(AtomicI64::new(1_000_000)));
+    let (inner, _bus) = scheduler_at(&store, session, clock.clone());
+    let config = SchedulerConfig::default();
+    let (compile, eval) = super::queue_leases(
+        (Duration::from_secs(10), Duration::from_secs(1)),
+        4,
+        config.queue_lease_margin,
+    );
+    assert_eq!(compile, config.queue_lease_margin + Duration::from_secs(20));
+    assert_eq!(eval, config.queue_lease_margin + Duration::from_secs(8));
+
+    assert!(inner.dispatch_compile(session).await.unwrap());
+    let job = store.in_flight(session).await.unwrap()[0].clone();
+    assert_eq!(
+        job.lease_deadline_ms,
+        Some(1_000_000 + compile.as_millis() as i64)
+    );
+    clock.advance(compile - Duration::from_secs(1));
+    inner.sweep_leases().await.unwrap();
+    assert_eq!(
+        store.job(job.id).await.unwrap().unwrap().state,
+        CompileQueued
+    );
+    clock.advance(Duration::from_secs(2));
+    inner.sweep_leases().await.unwrap();
+    let j = store.job(job.id).await.unwrap().unwrap();
+    assert_eq!((j.state, j.retries), (New, 1));
+    assert!(compile < Duration::from_secs(600));
 }

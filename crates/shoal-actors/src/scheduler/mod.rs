@@ -68,8 +68,9 @@ pub struct SchedulerConfig {
     pub max_eval_in_flight: u64,
     /// Items per eval request.
     pub eval_batch: usize,
-    /// Lease for a job waiting in a queue.
-    pub queue_lease: Duration,
+    /// What a queued job's lease adds to the work that may legitimately be ahead of it (see
+    /// [`queue_leases`]): room for a broker restart and the outbox's resend.
+    pub queue_lease_margin: Duration,
     /// How often dispatch runs when nothing wakes it sooner.
     pub tick: Duration,
     /// Replies applied per transaction at most.
@@ -89,13 +90,35 @@ impl Default for SchedulerConfig {
             max_compile_in_flight: 64,
             max_eval_in_flight: 8,
             eval_batch: 1,
-            queue_lease: Duration::from_secs(600),
+            queue_lease_margin: Duration::from_secs(120),
             tick: Duration::from_millis(200),
             result_batch: 256,
             delivery_limit: 5,
             store_retry_for: Duration::from_secs(300),
         }
     }
+}
+
+/// The leases of a session's queued jobs, (compile, eval): derived from the step's own time
+/// limits, not fixed. A queued request waits for the work ahead of it, and the in-flight bounds
+/// keep that to about two requests per slot (see [`SchedulerConfig::max_compile_in_flight`]),
+/// so the lease is two requests' worth of the step's limit plus `margin`. A request cannot be
+/// lost between the store and the broker (the outbox) nor with a dying worker (the broker gives
+/// its delivery back), so this lease only catches what the bus itself dropped: a dead-lettered
+/// or purged request comes back in minutes. A lease that runs out in a backlog larger than the
+/// bounds assume costs one duplicate piece of work, never a wrong result: the old request's
+/// reply no longer matches the job's attempt.
+pub fn queue_leases(
+    limits: (Duration, Duration),
+    eval_batch: usize,
+    margin: Duration,
+) -> (Duration, Duration) {
+    let (build, eval) = limits;
+    let eval_request = eval.saturating_mul(eval_batch.max(1) as u32);
+    (
+        margin.saturating_add(build.saturating_mul(2)),
+        margin.saturating_add(eval_request.saturating_mul(2)),
+    )
 }
 
 /// Where the Scheduler reads the time (milliseconds since the Unix epoch): leases, the lease
@@ -496,8 +519,23 @@ impl Inner {
         Ok(c)
     }
 
+    /// Deadlines for jobs of `session` queued now, (compile, eval): see [`queue_leases`].
+    async fn queue_deadlines(&self, session: SessionId) -> Result<(i64, i64), ActorError> {
+        let backend = self.backends.get(&*self.store, session).await?;
+        let (compile, eval) = queue_leases(
+            backend.time_limits(),
+            self.config.eval_batch,
+            self.config.queue_lease_margin,
+        );
+        let now = self.now();
+        Ok((
+            now + compile.as_millis() as i64,
+            now + eval.as_millis() as i64,
+        ))
+    }
+
     /// Leases for started work: [`RUNNING_LEASE`], which the worker's heartbeats renew while it
-    /// works, so a dead worker's jobs come back within a minute whatever the step's timeout.
+    /// works, so a dead worker's jobs come back within seconds whatever the step's timeout.
     /// (Also checks that the session's backend loads: a reply for a session that is not in the
     /// store fails here.)
     async fn leases(&self, session: SessionId) -> Result<Leases, ActorError> {
