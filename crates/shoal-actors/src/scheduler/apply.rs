@@ -145,11 +145,21 @@ impl Inner {
             batch.builds.extend(plan.builds);
             held.push((d, stale_if_unapplied));
         }
-        let (changes, tags) = self.started.borrow_mut().sift(
+        let (changes, tags, refused) = self.started.borrow_mut().sift(
             std::mem::take(&mut batch.changes),
             tags,
             Instant::now(),
         );
+        // A reply none of whose changes applies is dead-lettered: say why, if it was refused
+        // for not coming from the lease holder.
+        for r in refused {
+            if let Some(i) = r.tag.origin {
+                tracing::warn!(reason = %r.reason, "result refused");
+                if let Some(stale) = &mut held[i].1 {
+                    *stale = format!("not from the lease holder: {}", r.reason);
+                }
+            }
+        }
         let (changes, tags, chained) = self.chain_evals(changes, tags).await?;
         batch.changes = changes;
         let mut applied_any = vec![false; held.len()];

@@ -262,7 +262,13 @@ fn failure_changes(
     now_ms: i64,
 ) -> Vec<Change> {
     if !kind.is_candidate_fault() {
-        return hand_back(phase, r, detail, true).to_vec();
+        // The worker rides along so that only the lease holder's failure hands the job back.
+        return hand_back(phase, r, detail, true)
+            .map(|mut c| {
+                c.transition.worker = Some(worker.to_string());
+                c
+            })
+            .to_vec();
     }
     let row = ResultRow {
         job: r.job,

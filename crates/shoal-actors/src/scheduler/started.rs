@@ -18,6 +18,14 @@
 //! whose write failed — keeps both alternatives, so a result is never dropped for want of
 //! knowledge. (An earlier version inferred "queued" from a notice being held, and a duplicate
 //! notice after a redelivery made it drop the real result.)
+//!
+//! **The lease holder.** The worker whose "started" notice for an attempt came last holds that
+//! attempt's lease; a result for the attempt from another worker is
+//! refused. A request is delivered to a second worker at the same attempt only when the broker
+//! gave it back (the first worker's connection dropped), and that worker's notice takes the lease
+//! over, so the first one's late result is refused rather than racing the second's. Where no
+//! notice was seen (work shorter than the notices' path, a Scheduler restarted midway) the
+//! attempt alone decides, as the store's compare-and-set does.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -38,6 +46,18 @@ pub(crate) struct StartedNotices<T> {
     queued: HashSet<Key>,
     /// Attempts whose started notice this Scheduler committed.
     started: HashSet<Key>,
+    /// The worker whose started notice for an attempt was seen last: the lease holder.
+    holders: HashMap<Key, String>,
+}
+
+/// Holders remembered at most; past it they are forgotten (the attempt alone then decides), so
+/// notices of jobs whose results never come here (a lease that ran out) cannot pile up.
+const MAX_HOLDERS: usize = 100_000;
+
+/// A result refused because it did not come from the lease holder: its caller's tag, and why.
+pub(crate) struct Refused<T> {
+    pub tag: T,
+    pub reason: String,
 }
 
 impl<T> Default for StartedNotices<T> {
@@ -46,6 +66,7 @@ impl<T> Default for StartedNotices<T> {
             pending: HashMap::new(),
             queued: HashSet::new(),
             started: HashSet::new(),
+            holders: HashMap::new(),
         }
     }
 }
@@ -68,26 +89,51 @@ fn is_started(s: JobState) -> bool {
 }
 
 impl<T> StartedNotices<T> {
-    /// Takes a batch of planned changes (with their tags): holds back started notices, drops
-    /// the alternative of a result that certainly cannot match, and adds the notices held long
-    /// enough.
+    /// The worker holding the lease of a job's attempt, as far as this Scheduler has seen.
+    #[cfg(test)]
+    pub(crate) fn holder(&self, job: JobId, attempt: u32) -> Option<&str> {
+        self.holders.get(&(job, attempt)).map(String::as_str)
+    }
+
+    /// Takes a batch of planned changes (with their tags): holds back started notices, refuses
+    /// results from a worker that does not hold the lease, drops the alternative of a result
+    /// that certainly cannot match, and adds the notices held long enough.
     pub(crate) fn sift(
         &mut self,
         changes: Vec<Change>,
         tags: Vec<T>,
         now: Instant,
-    ) -> (Vec<Change>, Vec<T>) {
+    ) -> (Vec<Change>, Vec<T>, Vec<Refused<T>>) {
         let mut out = Vec::with_capacity(changes.len());
         let mut out_tags = Vec::with_capacity(changes.len());
+        let mut refused = Vec::new();
         let mut finished = HashSet::new();
         for (c, tag) in changes.into_iter().zip(tags) {
             let t = &c.transition;
             let key = (t.job, t.attempt);
             if is_started_edge(t) {
+                if let Some(worker) = &t.worker {
+                    if self.holders.len() >= MAX_HOLDERS {
+                        self.holders.clear();
+                    }
+                    self.holders.insert(key, worker.clone());
+                }
                 self.pending.entry(key).or_insert((now, c, tag));
                 continue;
             }
             if is_queued(t.from) || is_started(t.from) {
+                if let (Some(from), Some(holder)) = (&t.worker, self.holders.get(&key)) {
+                    if from != holder {
+                        refused.push(Refused {
+                            tag,
+                            reason: format!(
+                                "job {} attempt {}: reply from {from}, but {holder} holds the lease",
+                                t.job, t.attempt
+                            ),
+                        });
+                        continue;
+                    }
+                }
                 finished.insert(key);
                 let notice_committed = self.started.contains(&key);
                 let surely_queued = self.queued.contains(&key) && !notice_committed;
@@ -117,7 +163,7 @@ impl<T> StartedNotices<T> {
                 out_tags.push(tag);
             }
         }
-        (out, out_tags)
+        (out, out_tags, refused)
     }
 
     /// Learns from changes that were committed (`applied[i]` for `changes[i]`), in order: the
@@ -141,6 +187,7 @@ impl<T> StartedNotices<T> {
             } else if is_queued(t.from) || is_started(t.from) {
                 self.queued.remove(&key);
                 self.started.remove(&key);
+                self.holders.remove(&key);
             }
         }
     }
@@ -159,7 +206,7 @@ impl<T> StartedNotices<T> {
     /// Attempts tracked, for tests and bounds.
     #[cfg(test)]
     pub(crate) fn tracked(&self) -> usize {
-        self.queued.len() + self.started.len() + self.pending.len()
+        self.queued.len() + self.started.len() + self.pending.len() + self.holders.len()
     }
 }
 
@@ -198,7 +245,7 @@ mod tests {
         queue(&mut n, 1);
         let mut batch = vec![change(1, EvalQueued, 2, Evaluating)];
         batch.extend(result(1, 2));
-        let (out, _) = n.sift(batch, vec![(); 3], t0);
+        let (out, _, _) = n.sift(batch, vec![(); 3], t0);
         assert_eq!(froms(&out), vec![EvalQueued]);
         n.committed(&out, &[true]);
         assert_eq!(n.tracked(), 0);
@@ -209,13 +256,13 @@ mod tests {
         let mut n = StartedNotices::default();
         let t0 = Instant::now();
         queue(&mut n, 2);
-        let (out, _) = n.sift(vec![change(2, EvalQueued, 2, Evaluating)], vec![()], t0);
+        let (out, _, _) = n.sift(vec![change(2, EvalQueued, 2, Evaluating)], vec![()], t0);
         assert!(out.is_empty(), "held back");
         let later = t0 + STARTED_DEBOUNCE;
-        let (out, _) = n.sift(vec![], vec![], later);
+        let (out, _, _) = n.sift(vec![], vec![], later);
         assert_eq!(out.len(), 1);
         n.committed(&out, &[true]);
-        let (out, _) = n.sift(result(2, 2), vec![(); 2], later);
+        let (out, _, _) = n.sift(result(2, 2), vec![(); 2], later);
         assert_eq!(froms(&out), vec![Evaluating]);
     }
 
@@ -228,12 +275,12 @@ mod tests {
         queue(&mut n, 3);
         n.sift(vec![change(3, EvalQueued, 2, Evaluating)], vec![()], t0);
         let later = t0 + STARTED_DEBOUNCE;
-        let (out, _) = n.sift(vec![], vec![], later);
+        let (out, _, _) = n.sift(vec![], vec![], later);
         n.committed(&out, &[true]);
         // The duplicate is held; the result arrives while it is.
-        let (out, _) = n.sift(vec![change(3, EvalQueued, 2, Evaluating)], vec![()], later);
+        let (out, _, _) = n.sift(vec![change(3, EvalQueued, 2, Evaluating)], vec![()], later);
         assert!(out.is_empty());
-        let (out, _) = n.sift(result(3, 2), vec![(); 2], later);
+        let (out, _, _) = n.sift(result(3, 2), vec![(); 2], later);
         assert_eq!(
             froms(&out),
             vec![Evaluating],
@@ -248,16 +295,16 @@ mod tests {
         let mut n = StartedNotices::default();
         let t0 = Instant::now();
         n.sift(vec![change(4, EvalQueued, 2, Evaluating)], vec![()], t0);
-        let (out, _) = n.sift(result(4, 2), vec![(); 2], t0);
+        let (out, _, _) = n.sift(result(4, 2), vec![(); 2], t0);
         assert_eq!(froms(&out), vec![Evaluating, EvalQueued]);
         // A notice refused by the store unsettles what was known.
         let mut n = StartedNotices::default();
         queue(&mut n, 5);
         let later = t0 + STARTED_DEBOUNCE;
         n.sift(vec![change(5, EvalQueued, 2, Evaluating)], vec![()], t0);
-        let (out, _) = n.sift(vec![], vec![], later);
+        let (out, _, _) = n.sift(vec![], vec![], later);
         n.committed(&out, &[false]);
-        let (out, _) = n.sift(result(5, 2), vec![(); 2], later);
+        let (out, _, _) = n.sift(result(5, 2), vec![(); 2], later);
         assert_eq!(froms(&out), vec![Evaluating, EvalQueued]);
     }
 
@@ -271,5 +318,75 @@ mod tests {
         );
         let (out, tags) = n.drain();
         assert_eq!((out.len(), tags), (1, vec![9]));
+    }
+
+    /// Changes as a worker's reply plans them: they name the worker.
+    fn by(worker: &str, changes: Vec<Change>) -> Vec<Change> {
+        changes
+            .into_iter()
+            .map(|mut c| {
+                c.transition.worker = Some(worker.to_string());
+                c
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_result_from_a_worker_that_does_not_hold_the_lease_is_refused() {
+        let mut n = StartedNotices::default();
+        let t0 = Instant::now();
+        queue(&mut n, 7);
+        let notice = by("a", vec![change(7, EvalQueued, 2, Evaluating)]);
+        n.sift(notice, vec![()], t0);
+        assert_eq!(n.holder(JobId(7), 2), Some("a"));
+        // A stranger's result for the same attempt: refused, with who holds it.
+        let (out, _, refused) = n.sift(by("b", result(7, 2)), vec![(); 2], t0);
+        assert!(out.is_empty());
+        assert_eq!(refused.len(), 2);
+        assert!(
+            refused[0].reason.contains("from b, but a holds"),
+            "{}",
+            refused[0].reason
+        );
+        // The holder's result goes through.
+        let (out, _, refused) = n.sift(by("a", result(7, 2)), vec![(); 2], t0);
+        assert!(refused.is_empty());
+        assert_eq!(froms(&out), vec![EvalQueued]);
+        n.committed(&out, &[true]);
+        assert_eq!(n.holder(JobId(7), 2), None);
+    }
+
+    #[test]
+    fn a_later_notice_takes_the_lease_over() {
+        // The broker gave a's delivery back (a's connection dropped) and b got it at the same
+        // attempt: b's notice makes b the holder, and a's late result is refused.
+        let mut n = StartedNotices::default();
+        let t0 = Instant::now();
+        n.sift(
+            by("a", vec![change(8, EvalQueued, 2, Evaluating)]),
+            vec![()],
+            t0,
+        );
+        n.sift(
+            by("b", vec![change(8, EvalQueued, 2, Evaluating)]),
+            vec![()],
+            t0,
+        );
+        assert_eq!(n.holder(JobId(8), 2), Some("b"));
+        let (out, _, refused) = n.sift(by("a", result(8, 2)), vec![(); 2], t0);
+        assert!(out.is_empty() && refused.len() == 2);
+        let (out, _, refused) = n.sift(by("b", result(8, 2)), vec![(); 2], t0);
+        assert!(refused.is_empty());
+        assert_eq!(froms(&out), vec![Evaluating, EvalQueued]);
+    }
+
+    #[test]
+    fn without_a_notice_the_attempt_alone_decides() {
+        // A Scheduler restarted midway saw no notice: any worker's result for the attempt is
+        // planned, and the store's compare-and-set decides.
+        let mut n: StartedNotices<()> = StartedNotices::default();
+        let (out, _, refused) = n.sift(by("c", result(9, 2)), vec![(); 2], Instant::now());
+        assert!(refused.is_empty());
+        assert_eq!(out.len(), 2);
     }
 }
