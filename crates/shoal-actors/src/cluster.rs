@@ -147,6 +147,7 @@ pub async fn start(
             worker: format!("{}/compiler", opts.host),
             cpu_gate: cpu_gate.clone(),
             delivery_limit,
+            give_up_after: crate::supervise::Backoff::default().give_up_after,
         };
         restartable(
             "compiler",
@@ -201,6 +202,7 @@ pub async fn start(
                             .expect("the monitor has a switch for every device it found"),
                         delivery_limit,
                         runner_program: opts.runner_program.clone(),
+                        give_up_after: crate::supervise::Backoff::default().give_up_after,
                     });
                 }
             }

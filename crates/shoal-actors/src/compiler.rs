@@ -37,6 +37,9 @@ pub struct CompilerConfig {
     pub worker: String,
     pub cpu_gate: Option<Arc<RwLock<()>>>,
     pub delivery_limit: u32,
+    /// How long a compile slot may fail run after run (a full disk) before the process gives
+    /// up (see [`Backoff::give_up_after`]).
+    pub give_up_after: std::time::Duration,
 }
 
 pub struct Compiler {
@@ -66,7 +69,10 @@ impl Actor for Compiler {
                 let queue = queue.clone();
                 supervise(
                     format!("compiler[{queue}#{slot}]"),
-                    Backoff::default(),
+                    Backoff {
+                        give_up_after: self.config.give_up_after,
+                        ..Backoff::default()
+                    },
                     self.stop.clone(),
                     self.guard.clone(),
                     move || compile_loop(config.clone(), queue.clone(), slot, stop.clone()),
@@ -189,6 +195,26 @@ async fn compile_loop(
             Ok(hash) => tracing::debug!(build = %req.build_key, artifact = %hash, "built"),
             Err((kind, detail)) => {
                 tracing::debug!(params = %req.compile_params, kind = %kind, detail = %first_line(detail), "build failed")
+            }
+        }
+        // A full disk is this host's state, not the build's: hand the jobs back without
+        // counting a retry and fail the loop, whose supervisor backs off and, if the disk stays
+        // full, gives up and ends the process (see `failure::host_out_of_space`).
+        if let Err((_, detail)) = &result {
+            if shoal_backend::failure::host_out_of_space(detail) {
+                let back = ReplyBody::HandedBack {
+                    session: req.session,
+                    phase: Phase::Compile,
+                    jobs: req.jobs.clone(),
+                    reason: format!("{} is out of disk space", cfg.worker),
+                    count_retry: false,
+                };
+                crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
+                delivery.ack().await?;
+                return Err(ActorError::Other(format!(
+                    "out of disk space on this host: {}",
+                    first_line(detail)
+                )));
             }
         }
         let reply = ReplyBody::Compiled(CompileReply {

@@ -145,6 +145,8 @@ pub async fn start(
             worker: format!("{}/compiler", opts.host),
             cpu_gate: cpu_gate.clone(),
             delivery_limit,
+            // One process: its loops give up together with its Scheduler.
+            give_up_after: opts.scheduler.give_up_after,
         },
         workers_signal.clone(),
         workers_drain.guard(),
@@ -172,6 +174,7 @@ pub async fn start(
                 healthy,
                 delivery_limit,
                 runner_program: opts.runner_program.clone(),
+                give_up_after: opts.scheduler.give_up_after,
             },
             workers_signal.clone(),
             workers_drain.guard(),

@@ -48,6 +48,9 @@ pub struct EvaluatorConfig {
     pub delivery_limit: u32,
     /// The argv of this device's library-mode runner (`shoal_backend::library::runner_program`).
     pub runner_program: Vec<String>,
+    /// How long the loop may fail run after run (a full disk) before the process gives up (see
+    /// [`Backoff::give_up_after`]).
+    pub give_up_after: std::time::Duration,
 }
 
 pub struct Evaluator {
@@ -74,7 +77,10 @@ impl Actor for Evaluator {
         let stop = self.stop.clone();
         supervise(
             format!("evaluator[{}]", self.config.device),
-            Backoff::default(),
+            Backoff {
+                give_up_after: self.config.give_up_after,
+                ..Backoff::default()
+            },
             self.stop.clone(),
             self.guard.clone(),
             move || eval_loop(config.clone(), stop.clone()),
@@ -225,6 +231,28 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
                 return Ok(());
             }
         };
+        // A full disk (an artifact that cannot be installed) is this host's state: hand the
+        // items back uncounted and fail the loop, as the Compiler does.
+        let out_of_space = outcomes.iter().find_map(|(_, o)| match o {
+            Outcome::Failed { detail, .. } if shoal_backend::failure::host_out_of_space(detail) => {
+                Some(crate::compiler::first_line(detail).to_string())
+            }
+            _ => None,
+        });
+        if let Some(detail) = out_of_space {
+            let back = ReplyBody::HandedBack {
+                session: req.session,
+                phase: Phase::Eval,
+                jobs: refs,
+                reason: format!("{} is out of disk space", cfg.worker),
+                count_retry: false,
+            };
+            crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
+            delivery.ack().await?;
+            return Err(ActorError::Other(format!(
+                "out of disk space on this host: {detail}"
+            )));
+        }
         let reply = ReplyBody::Evaluated(EvalReply {
             session: req.session,
             outcomes,

@@ -65,9 +65,10 @@ pub async fn run_session(
             devices: crate::host::devices(),
             runner_program: crate::host::runner_program(),
             // One process, a local file: a store that fails for seconds (a full disk, a
-            // read-only file) is not coming back by itself.
+            // read-only file) is not coming back by itself, so stop within half a minute.
             scheduler: SchedulerConfig {
                 store_retry_for: Duration::from_secs(10),
+                give_up_after: Duration::from_secs(30),
                 ..SchedulerConfig::default()
             },
         },

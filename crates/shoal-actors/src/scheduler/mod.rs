@@ -81,6 +81,9 @@ pub struct SchedulerConfig {
     /// (neither acked nor given back, so no delivery limit counts the outage) before the
     /// results loop fails and its supervisor takes over.
     pub store_retry_for: Duration,
+    /// How long the Scheduler's task may fail run after run before it gives up and the process
+    /// ends non-zero (see [`Backoff::give_up_after`]).
+    pub give_up_after: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -95,6 +98,7 @@ impl Default for SchedulerConfig {
             result_batch: 256,
             delivery_limit: 5,
             store_retry_for: Duration::from_secs(300),
+            give_up_after: Backoff::default().give_up_after,
         }
     }
 }
@@ -292,7 +296,10 @@ impl Actor for Scheduler {
         let stop = self.stop.clone();
         supervise(
             "scheduler".into(),
-            Backoff::default(),
+            Backoff {
+                give_up_after: parts.config.give_up_after,
+                ..Backoff::default()
+            },
             self.stop.clone(),
             self.guard.clone(),
             // Each run from fresh state: see the module's documentation.
