@@ -199,20 +199,20 @@ async fn compile_loop(
         }
         // A full disk is this host's state, not the build's: hand the jobs back without
         // counting a retry and fail the loop, whose supervisor backs off and, if the disk stays
-        // full, gives up and ends the process (see `failure::host_out_of_space`).
+        // full, gives up and ends the process (see `failure::host_cannot_write`).
         if let Err((_, detail)) = &result {
-            if shoal_backend::failure::host_out_of_space(detail) {
+            if shoal_backend::failure::host_cannot_write(detail) {
                 let back = ReplyBody::HandedBack {
                     session: req.session,
                     phase: Phase::Compile,
                     jobs: req.jobs.clone(),
-                    reason: format!("{} is out of disk space", cfg.worker),
+                    reason: format!("{} cannot write its disk (full or read-only)", cfg.worker),
                     count_retry: false,
                 };
                 crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
                 delivery.ack().await?;
                 return Err(ActorError::Other(format!(
-                    "out of disk space on this host: {}",
+                    "this host cannot write its disk (full or read-only): {}",
                     first_line(detail)
                 )));
             }

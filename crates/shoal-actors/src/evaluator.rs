@@ -234,7 +234,7 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
         // A full disk (an artifact that cannot be installed) is this host's state: hand the
         // items back uncounted and fail the loop, as the Compiler does.
         let out_of_space = outcomes.iter().find_map(|(_, o)| match o {
-            Outcome::Failed { detail, .. } if shoal_backend::failure::host_out_of_space(detail) => {
+            Outcome::Failed { detail, .. } if shoal_backend::failure::host_cannot_write(detail) => {
                 Some(crate::compiler::first_line(detail).to_string())
             }
             _ => None,
@@ -244,13 +244,13 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
                 session: req.session,
                 phase: Phase::Eval,
                 jobs: refs,
-                reason: format!("{} is out of disk space", cfg.worker),
+                reason: format!("{} cannot write its disk (full or read-only)", cfg.worker),
                 count_retry: false,
             };
             crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
             delivery.ack().await?;
             return Err(ActorError::Other(format!(
-                "out of disk space on this host: {detail}"
+                "this host cannot write its disk (full or read-only): {detail}"
             )));
         }
         let reply = ReplyBody::Evaluated(EvalReply {

@@ -56,19 +56,23 @@ pub fn missing_output(step: ChildStep) -> FailureKind {
     }
 }
 
-/// Whether a failure's detail says the host ran out of disk space (`ENOSPC`, `EDQUOT`, or
-/// SQLite's "database or disk is full"), whatever the step or the kind it was given: a linker
-/// that cannot write its output, an artifact that cannot be installed, a store that cannot grow.
+/// Whether a failure's detail says the host cannot write its disk: out of space (`ENOSPC`,
+/// `EDQUOT`, SQLite's "database or disk is full") or mounted read-only (`EROFS`), whatever the
+/// step or the kind it was given: a linker that cannot write its output, an artifact that cannot
+/// be installed, a store that cannot grow.
 /// That is the host's state, not the candidate's: the worker hands the work back without
 /// counting a retry and stops taking more (see the Compiler), rather than burning the job's
 /// retries, or caching a build failure for every job of the build, in the seconds the disk is
 /// full. Children run with a scrubbed environment, so their messages are in the C locale.
-pub fn host_out_of_space(detail: &str) -> bool {
-    const SIGNS: [&str; 4] = [
+pub fn host_cannot_write(detail: &str) -> bool {
+    const SIGNS: [&str; 7] = [
         "No space left on device",
         "Disk quota exceeded",
         "database or disk is full",
         "(os error 28)",
+        "Read-only file system",
+        "(os error 30)",
+        "attempt to write a readonly database",
     ];
     SIGNS.iter().any(|s| detail.contains(s))
 }
@@ -140,21 +144,23 @@ mod tests {
     }
 
     #[test]
-    fn a_full_disk_is_the_hosts_state_whatever_the_step_says() {
+    fn a_disk_that_cannot_be_written_is_the_hosts_state_whatever_the_step_says() {
         for detail in [
             "build exited with code 1; stderr:\n/usr/bin/ld: final link failed: No space left on device",
             "installing artifact ab12: No space left on device (os error 28) at path \"/w/a\"",
             "store: database or disk is full",
             "write /w/out: Disk quota exceeded",
+            "cc1: fatal error: cannot open '/w/a.s': Read-only file system",
+            "store: attempt to write a readonly database",
         ] {
-            assert!(host_out_of_space(detail), "{detail}");
+            assert!(host_cannot_write(detail), "{detail}");
         }
         for detail in [
             "build exited with code 1; stderr:\nerror: expected ';'",
             "run exited with code 28",
             "",
         ] {
-            assert!(!host_out_of_space(detail), "{detail}");
+            assert!(!host_cannot_write(detail), "{detail}");
         }
     }
 }
