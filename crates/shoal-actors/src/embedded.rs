@@ -1,10 +1,11 @@
 //! The embedded mode: every actor in one process, over the in-process bus and the SQLite store.
-//! The same actors, queues, acknowledgements and compare-and-sets as the cluster, wired here
-//! instead of across hosts.
+//! The same actors, queues, acknowledgements and compare-and-sets as the cluster, planned here
+//! for one session ([`plan`]) and started and stopped by [`crate::topology`], as a cluster
+//! worker's are.
 //!
 //! Shutdown is ordered: workers stop first (handing in-flight jobs back), then the Scheduler
 //! applies what is left on the results queue and stops. Each phase is awaited through a drain
-//! tracker, never a sleep.
+//! tracker, never a sleep, up to a deadline.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,17 +14,17 @@ use std::time::Duration;
 use actix::prelude::*;
 use shoal_bus::Bus;
 use shoal_gpu::{Device, DeviceKind};
-use shoal_model::SessionId;
+use shoal_model::queue::Namespace;
+use shoal_model::{Session, SessionId};
 use shoal_store::Store;
-use tokio::sync::RwLock;
 
 use crate::backends::SessionBackends;
-use crate::compiler::{Compiler, CompilerConfig};
-use crate::evaluator::{Evaluator, EvaluatorConfig};
 use crate::exporter::Exporter;
-use crate::monitor::GpuMonitor;
-use crate::scheduler::{Scheduler, SchedulerConfig};
-use crate::shutdown::{self, Drain, Trigger};
+use crate::scheduler::SchedulerConfig;
+use crate::shutdown::Trigger;
+use crate::topology::{
+    self, CompilePlan, EvalPlan, ExporterPlan, MonitorPlan, Running, Topology, STOP_DEADLINE,
+};
 use crate::ActorError;
 
 /// How to run one session in this process.
@@ -46,16 +47,70 @@ pub struct EmbeddedOptions {
 pub struct Embedded {
     store: Arc<dyn Store>,
     session: SessionId,
-    workers_stop: Trigger,
-    scheduler_stop: Trigger,
-    workers_drain: Drain,
-    scheduler_drain: Drain,
+    running: Running,
     pub exporter: Addr<Exporter>,
     /// The first of `eval_devices`, for messages.
     pub eval_device: Device,
     /// Every device with an Evaluator.
     pub eval_devices: Vec<Device>,
     pub compile_slots: usize,
+}
+
+/// The topology of one session in this process: a pure function of the session, its backend's
+/// (compile, eval) steps, the namespace and the options. Every device of the session's
+/// architecture and size evaluates, one Evaluator each; timings on the CPU take turns with the
+/// builds (see [`crate::topology`]) and are pinned to the last core.
+pub fn plan(
+    session: &Session,
+    (compile_step, eval_step): (&str, &str),
+    ns: &Namespace,
+    opts: &EmbeddedOptions,
+) -> Result<Topology, ActorError> {
+    let devices: Vec<&Device> = opts
+        .devices
+        .iter()
+        .filter(|d| d.arch == session.info.arch && d.num_cu == session.info.num_cu)
+        .collect();
+    if devices.is_empty() {
+        return Err(ActorError::Other(format!(
+            "session {} targets {} with {} units, and no such device is on this host",
+            session.id, session.info.arch, session.info.num_cu
+        )));
+    }
+    let cores = topology::timing_core() + 1;
+    let compile_slots = opts.compile_slots.unwrap_or(cores).max(1);
+    let mut scheduler = opts.scheduler.clone();
+    scheduler.sessions = vec![session.id];
+    scheduler.max_compile_in_flight = scheduler
+        .max_compile_in_flight
+        .max(4 * compile_slots as u64);
+    Ok(Topology {
+        host: opts.host.clone(),
+        work_dir: opts.work_dir.clone(),
+        delivery_limit: scheduler.delivery_limit,
+        runner_program: opts.runner_program.clone(),
+        // One process: its loops give up together with its Scheduler.
+        give_up_after: scheduler.give_up_after,
+        compiler: Some(CompilePlan {
+            queues: vec![ns.compile_queue(compile_step, &session.info.arch)],
+            slots: compile_slots,
+        }),
+        scheduler: Some(scheduler),
+        monitor: Some(MonitorPlan {
+            devices: opts.devices.clone(),
+            interval: opts.monitor_interval,
+        }),
+        evaluators: devices
+            .into_iter()
+            .map(|d| EvalPlan {
+                queue: ns.eval_queue(eval_step, &d.arch, d.num_cu),
+                device: d.clone(),
+                pin_cpu: (d.kind == DeviceKind::Cpu).then(topology::timing_core),
+            })
+            .collect(),
+        exporter: Some(ExporterPlan::InProcess),
+        control: false,
+    })
 }
 
 /// Starts the Scheduler, Compiler, one Evaluator per device of the architecture and size the
@@ -70,149 +125,43 @@ pub async fn start(
         .session(opts.session)
         .await?
         .ok_or(ActorError::UnknownSession(opts.session))?;
-    let (workers_stop, workers_signal) = shutdown::channel();
-    let (scheduler_stop, scheduler_signal) = shutdown::channel();
-    let workers_drain = Drain::new();
-    let scheduler_drain = Drain::new();
-
-    let monitor = GpuMonitor::new(
-        bus.clone(),
-        opts.host.clone(),
-        opts.devices.clone(),
-        opts.monitor_interval,
-        workers_signal.clone(),
-        workers_drain.guard(),
-    );
-    // Every device of the session's architecture and size evaluates: one Evaluator each.
-    let devices: Vec<Device> = monitor
-        .devices()
+    let steps = backends.get(&*store, opts.session).await?.steps();
+    let topology = plan(&session, steps, bus.namespace(), &opts)?;
+    let eval_devices: Vec<Device> = topology
+        .evaluators
         .iter()
-        .filter(|d| d.arch == session.info.arch && d.num_cu == session.info.num_cu)
-        .cloned()
+        .map(|e| e.device.clone())
         .collect();
-    let Some(device) = devices.first().cloned() else {
-        return Err(ActorError::Other(format!(
-            "session {} targets {} with {} units, and no such device is on this host",
-            session.id, session.info.arch, session.info.num_cu
-        )));
-    };
-    let monitor_switches: Vec<_> = devices
-        .iter()
-        .map(|d| {
-            let h = monitor
-                .health_switch(&d.id)
-                .expect("the monitor has a switch for every device it found");
-            (d.id.clone(), h)
-        })
-        .collect();
-    monitor.start();
-
-    let on_cpu = device.kind == DeviceKind::Cpu;
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    // Timing on the CPU: builds and timings take turns through the gate, and timings are pinned
-    // to the last core. On a GPU host, builds use every core while the GPU times.
-    let cpu_gate = on_cpu.then(|| Arc::new(RwLock::new(())));
-    let compile_slots = opts.compile_slots.unwrap_or(cores).max(1);
-
-    let mut sched_cfg = opts.scheduler.clone();
-    sched_cfg.sessions = vec![opts.session];
-    sched_cfg.max_compile_in_flight = sched_cfg
-        .max_compile_in_flight
-        .max(4 * compile_slots as u64);
-    let delivery_limit = sched_cfg.delivery_limit;
-    Scheduler::new(
-        store.clone(),
-        bus.clone(),
-        backends.clone(),
-        sched_cfg,
-        scheduler_signal,
-        scheduler_drain.guard(),
-    )
-    .start();
-
-    let (compile_step, eval_step) = backends.get(&*store, opts.session).await?.steps();
-    let ns = bus.namespace().clone();
-    Compiler::new(
-        CompilerConfig {
-            store: store.clone(),
-            bus: bus.clone(),
-            backends: backends.clone(),
-            queues: vec![ns.compile_queue(compile_step, &session.info.arch)],
-            slots: compile_slots,
-            work_dir: opts.work_dir.clone(),
-            worker: format!("{}/compiler", opts.host),
-            cpu_gate: cpu_gate.clone(),
-            delivery_limit,
-            // One process: its loops give up together with its Scheduler.
-            give_up_after: opts.scheduler.give_up_after,
-        },
-        workers_signal.clone(),
-        workers_drain.guard(),
-    )
-    .start();
-
-    for d in &devices {
-        let healthy = monitor_switches
-            .iter()
-            .find(|(id, _)| id == &d.id)
-            .map(|(_, h)| h.clone())
-            .expect("the monitor has a switch for every device it found");
-        Evaluator::new(
-            EvaluatorConfig {
-                store: store.clone(),
-                bus: bus.clone(),
-                backends: backends.clone(),
-                queue: ns.eval_queue(eval_step, &d.arch, d.num_cu),
-                device: d.id.clone(),
-                pin_cpu: on_cpu.then(|| cores.saturating_sub(1)),
-                gpu_index: d.visible_index,
-                work_dir: opts.work_dir.clone(),
-                worker: format!("{}/evaluator[{}]", opts.host, d.id),
-                device_gate: cpu_gate.clone(),
-                healthy,
-                delivery_limit,
-                runner_program: opts.runner_program.clone(),
-                give_up_after: opts.scheduler.give_up_after,
-            },
-            workers_signal.clone(),
-            workers_drain.guard(),
-        )
-        .start();
-    }
-    drop(workers_signal);
-
-    let exporter = Exporter::new(store.clone(), backends).start();
+    let compile_slots = topology.compiler.as_ref().map_or(1, |c| c.slots);
+    let running = topology::start(topology, store.clone(), bus, backends)?;
+    let exporter = running
+        .exporter
+        .clone()
+        .expect("the embedded topology has an in-process exporter");
     Ok(Embedded {
         store,
         session: opts.session,
-        workers_stop,
-        scheduler_stop,
-        workers_drain,
-        scheduler_drain,
+        running,
         exporter,
-        eval_device: device,
-        eval_devices: devices,
+        eval_device: eval_devices[0].clone(),
+        eval_devices,
         compile_slots,
     })
 }
 
 impl Embedded {
     /// Stops taking work, hands in-flight jobs back, applies every reply already sent, and
-    /// returns when every loop has stopped. Jobs still waiting in the in-process queues die with
-    /// them, so they are put back in the store before returning: nothing is left in flight.
+    /// returns when every loop has stopped ([`Running::stop`]). Jobs still waiting in the
+    /// in-process queues die with them, so they are put back in the store before returning:
+    /// nothing is left in flight.
     pub async fn shutdown(self) -> Result<(), ActorError> {
-        self.workers_stop.trigger();
-        self.workers_drain.wait().await;
-        self.scheduler_stop.trigger();
-        self.scheduler_drain.wait().await;
+        self.running.stop(STOP_DEADLINE).await?;
         crate::scheduler::requeue_in_flight(&*self.store, self.session).await?;
         Ok(())
     }
 
     /// A trigger that starts the same shutdown from another thread (a signal handler).
     pub fn stop_trigger(&self) -> Trigger {
-        self.workers_stop.clone()
+        self.running.stop_trigger()
     }
 }

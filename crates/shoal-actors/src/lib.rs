@@ -20,9 +20,11 @@ pub mod embedded;
 pub mod evaluator;
 pub mod exporter;
 pub mod monitor;
+mod restart;
 pub mod scheduler;
 pub mod shutdown;
 pub mod supervise;
+pub mod topology;
 
 use shoal_model::SessionId;
 

@@ -1,0 +1,442 @@
+//! What a process runs, as data, and the one function that starts it and stops it.
+//!
+//! Both modes run the same actors: the embedded mode all of them for one session, a cluster
+//! worker the ones of its roles. They used to be started by two functions of about 300 lines each
+//! that had drifted apart (a GPU timing was gated per device in one and not in the other). Now
+//! each mode only *plans* — [`crate::embedded::plan`] and [`crate::cluster::plan`] are pure
+//! functions from options and devices to a [`Topology`] — and [`start`] wires whatever a
+//! topology says, the same way for both:
+//! - **Gates.** One timing at a time per device: every evaluated device has a gate, which all
+//!   its Evaluators (one per eval step) hold exclusively while they time. A process that both
+//!   compiles and times on its own CPU takes turns: its builds hold the CPU's gate shared.
+//! - **Groups.** The Scheduler, the Compiler, the Evaluators and the control-topic exporter each
+//!   run as a group an operator can restart (`shoal control restart`), when the topology listens
+//!   to the control topic.
+//! - **Shutdown.** [`Running::stop`] stops the workers first (they hand their work back), then
+//!   the Scheduler (it applies what is left on the results queue), each phase awaited through its
+//!   drain tracker up to a deadline; past it, every child process group is killed and the phase
+//!   gets a short grace before the stop fails with a clear error.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use shoal_bus::Bus;
+use shoal_gpu::{Device, DeviceKind};
+use shoal_store::Store;
+use tokio::sync::{broadcast, RwLock};
+
+use crate::backends::SessionBackends;
+use crate::compiler::{Compiler, CompilerConfig};
+use crate::evaluator::{Evaluator, EvaluatorConfig};
+use crate::exporter::Exporter;
+use crate::monitor::GpuMonitor;
+use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::shutdown::{self, Drain, DrainGuard, Signal, Trigger};
+use crate::supervise::{supervise, Backoff};
+use crate::ActorError;
+
+/// Which actors a process runs, on which queues, behind which gates, with which devices.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    /// The host's name, in worker names and control routing keys.
+    pub host: String,
+    pub work_dir: PathBuf,
+    /// Delivery limit of the queues the actors declare.
+    pub delivery_limit: u32,
+    /// The argv of a library-mode runner (`shoal_backend::library::runner_program`).
+    pub runner_program: Vec<String>,
+    /// How long a worker loop may fail run after run before the process gives up.
+    pub give_up_after: Duration,
+    pub scheduler: Option<SchedulerConfig>,
+    pub compiler: Option<CompilePlan>,
+    /// Devices the GpuMonitor watches (it runs whenever there are Evaluators).
+    pub monitor: Option<MonitorPlan>,
+    pub evaluators: Vec<EvalPlan>,
+    pub exporter: Option<ExporterPlan>,
+    /// Whether operators reach this process on the control topic (drain, restart).
+    pub control: bool,
+}
+
+/// The Compiler of a process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompilePlan {
+    /// Compile queues consumed (from `Namespace::compile_queue`).
+    pub queues: Vec<String>,
+    /// Concurrent builds.
+    pub slots: usize,
+}
+
+/// The GpuMonitor of a process.
+#[derive(Clone, Debug)]
+pub struct MonitorPlan {
+    pub devices: Vec<Device>,
+    pub interval: Duration,
+}
+
+/// One Evaluator: a device and an eval queue.
+#[derive(Clone, Debug)]
+pub struct EvalPlan {
+    pub queue: String,
+    pub device: Device,
+    /// Pin every run to this CPU core (timings on the CPU).
+    pub pin_cpu: Option<usize>,
+}
+
+/// Which exporter a process runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExporterPlan {
+    /// The actor the embedded mode's CLI asks for the tuned table at the end.
+    InProcess,
+    /// Export requests from the control topic, written only under `export_dir`.
+    OnControlTopic { export_dir: PathBuf },
+}
+
+/// The last core, where timings on the CPU are pinned (builds are kept off it by the gate).
+pub fn timing_core() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .saturating_sub(1)
+}
+
+/// How long each phase of [`Running::stop`] may take before child processes are killed.
+pub const STOP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What a phase gets after its children were killed, before the stop gives up on it.
+const KILLED_GRACE: Duration = Duration::from_secs(5);
+
+/// A started topology.
+pub struct Running {
+    workers_stop: Trigger,
+    scheduler_stop: Trigger,
+    workers_drain: Drain,
+    scheduler_drain: Drain,
+    drain_requested: Signal,
+    /// Kept so that `drain_requested` never fires by itself when nothing listens for orders.
+    _drain_trigger: Option<Trigger>,
+    /// What this process consumes, for the start-up log.
+    pub queues: Vec<String>,
+    /// The in-process exporter, if the topology has one.
+    pub exporter: Option<Addr<Exporter>>,
+}
+
+/// Starts every actor of `topology`. Must be called inside an actix System.
+pub fn start(
+    topology: Topology,
+    store: Arc<dyn Store>,
+    bus: Arc<dyn Bus>,
+    backends: SessionBackends,
+) -> Result<Running, ActorError> {
+    let (workers_stop, workers_signal) = shutdown::channel();
+    let (scheduler_stop, scheduler_signal) = shutdown::channel();
+    let workers_drain = Drain::new();
+    let scheduler_drain = Drain::new();
+    let ns = bus.namespace().clone();
+    let mut queues = Vec::new();
+    let mut groups = Groups::new();
+    let t = topology;
+
+    if let Some(cfg) = t.scheduler.clone() {
+        let (store, bus, backends) = (store.clone(), bus.clone(), backends.clone());
+        groups.spawn(
+            "scheduler",
+            scheduler_signal,
+            scheduler_drain.guard(),
+            move |stop, guard| {
+                let s = Scheduler::new(
+                    store.clone(),
+                    bus.clone(),
+                    backends.clone(),
+                    cfg.clone(),
+                    stop,
+                    guard,
+                );
+                s.start();
+            },
+        );
+        queues.push(ns.results_queue());
+    }
+
+    // One gate per evaluated device; the CPU's is shared with this process's builds.
+    let mut gates: HashMap<String, Arc<RwLock<()>>> = HashMap::new();
+    for e in &t.evaluators {
+        gates.entry(e.device.id.clone()).or_default();
+    }
+    let cpu_gate = t
+        .evaluators
+        .iter()
+        .find(|e| e.device.kind == DeviceKind::Cpu)
+        .map(|e| gates[&e.device.id].clone());
+
+    if let Some(plan) = &t.compiler {
+        queues.extend(plan.queues.iter().cloned());
+        let cfg = CompilerConfig {
+            store: store.clone(),
+            bus: bus.clone(),
+            backends: backends.clone(),
+            queues: plan.queues.clone(),
+            slots: plan.slots.max(1),
+            work_dir: t.work_dir.clone(),
+            worker: format!("{}/compiler", t.host),
+            cpu_gate: cpu_gate.clone(),
+            delivery_limit: t.delivery_limit,
+            give_up_after: t.give_up_after,
+        };
+        groups.spawn(
+            "compiler",
+            workers_signal.clone(),
+            workers_drain.guard(),
+            move |stop, guard| {
+                Compiler::new(cfg.clone(), stop, guard).start();
+            },
+        );
+    }
+
+    let monitor = match (&t.monitor, t.evaluators.is_empty()) {
+        (Some(m), _) => Some(GpuMonitor::new(
+            bus.clone(),
+            t.host.clone(),
+            m.devices.clone(),
+            m.interval,
+            workers_signal.clone(),
+            workers_drain.guard(),
+        )),
+        (None, true) => None,
+        (None, false) => {
+            return Err(ActorError::Other(
+                "a topology with Evaluators needs a GpuMonitor for their health".into(),
+            ))
+        }
+    };
+    let mut evaluators = Vec::with_capacity(t.evaluators.len());
+    for e in &t.evaluators {
+        let healthy = monitor
+            .as_ref()
+            .and_then(|m| m.health_switch(&e.device.id))
+            .ok_or_else(|| {
+                ActorError::Other(format!("the GpuMonitor does not watch {}", e.device.id))
+            })?;
+        queues.push(e.queue.clone());
+        evaluators.push(EvaluatorConfig {
+            store: store.clone(),
+            bus: bus.clone(),
+            backends: backends.clone(),
+            queue: e.queue.clone(),
+            device: e.device.id.clone(),
+            pin_cpu: e.pin_cpu,
+            gpu_index: e.device.visible_index,
+            work_dir: t.work_dir.clone(),
+            worker: format!("{}/evaluator[{}]", t.host, e.device.id),
+            device_gate: Some(gates[&e.device.id].clone()),
+            healthy,
+            delivery_limit: t.delivery_limit,
+            runner_program: t.runner_program.clone(),
+            give_up_after: t.give_up_after,
+        });
+    }
+    if !evaluators.is_empty() {
+        groups.spawn(
+            "evaluator",
+            workers_signal.clone(),
+            workers_drain.guard(),
+            move |stop, guard| {
+                for cfg in &evaluators {
+                    Evaluator::new(cfg.clone(), stop.clone(), guard.clone()).start();
+                }
+            },
+        );
+    }
+    if let Some(m) = monitor {
+        m.start();
+    }
+
+    let exporter = match &t.exporter {
+        None => None,
+        Some(ExporterPlan::InProcess) => {
+            Some(Exporter::new(store.clone(), backends.clone()).start())
+        }
+        Some(ExporterPlan::OnControlTopic { export_dir }) => {
+            spawn_control_exporter(
+                &mut groups,
+                (store.clone(), bus.clone(), backends.clone()),
+                t.host.clone(),
+                export_dir.clone(),
+                (workers_signal.clone(), workers_drain.guard()),
+            );
+            queues.push(format!("{} (*.exporter, any.exporter)", ns.control_topic()));
+            None
+        }
+    };
+
+    let (drain_trigger, drain_requested) = shutdown::channel();
+    let kept_trigger = if t.control {
+        groups.listen(
+            bus,
+            t.host.clone(),
+            drain_trigger,
+            (workers_signal, workers_drain.guard()),
+        );
+        None
+    } else {
+        Some(drain_trigger)
+    };
+
+    Ok(Running {
+        workers_stop,
+        scheduler_stop,
+        workers_drain,
+        scheduler_drain,
+        drain_requested,
+        _drain_trigger: kept_trigger,
+        queues,
+        exporter,
+    })
+}
+
+/// The exporter that serves export requests from the control topic, as a restartable group.
+fn spawn_control_exporter(
+    groups: &mut Groups,
+    (store, bus, backends): (Arc<dyn Store>, Arc<dyn Bus>, SessionBackends),
+    host: String,
+    root: PathBuf,
+    (signal, guard): (Signal, DrainGuard),
+) {
+    groups.spawn("exporter", signal, guard, move |stop, guard| {
+        let (store, bus, backends, host, root) = (
+            store.clone(),
+            bus.clone(),
+            backends.clone(),
+            host.clone(),
+            root.clone(),
+        );
+        let signal = stop.clone();
+        supervise(
+            "exporter".into(),
+            Backoff::default(),
+            stop,
+            guard,
+            move || {
+                crate::exporter::serve_requests(
+                    store.clone(),
+                    bus.clone(),
+                    backends.clone(),
+                    host.clone(),
+                    root.clone(),
+                    signal.clone(),
+                )
+            },
+        );
+    });
+}
+
+impl Running {
+    /// Completes when an operator asked this host's workers to drain (never, for a topology
+    /// that does not listen to the control topic).
+    pub fn drain_requested(&self) -> Signal {
+        self.drain_requested.clone()
+    }
+
+    /// A trigger that starts the same stop from another thread (a signal handler).
+    pub fn stop_trigger(&self) -> Trigger {
+        self.workers_stop.clone()
+    }
+
+    /// The ordered stop: workers stop taking work and hand in-flight jobs back; then the
+    /// Scheduler applies what is on the results queue and stops. Each phase may take `deadline`;
+    /// past it every child process group is killed (a build or a run that ignores its stop) and
+    /// the phase gets a few more seconds before this fails, naming it.
+    pub async fn stop(self, deadline: Duration) -> Result<(), ActorError> {
+        self.workers_stop.trigger();
+        phase("workers", self.workers_drain, deadline).await?;
+        self.scheduler_stop.trigger();
+        phase("scheduler", self.scheduler_drain, deadline).await
+    }
+}
+
+/// Waits for one phase of a stop: up to `deadline`, then kills every child process group and
+/// waits a little longer.
+async fn phase(name: &str, drain: Drain, deadline: Duration) -> Result<(), ActorError> {
+    let wait = drain.wait();
+    tokio::pin!(wait);
+    if tokio::time::timeout(deadline, &mut wait).await.is_ok() {
+        return Ok(());
+    }
+    tracing::warn!(
+        phase = name,
+        deadline_s = deadline.as_secs(),
+        "stop past its deadline: killing every child process"
+    );
+    shoal_backend::process::kill_all();
+    tokio::time::timeout(KILLED_GRACE, &mut wait)
+        .await
+        .map_err(|_| {
+            ActorError::Other(format!(
+                "the {name} did not stop within {}s, even after their children were killed",
+                (deadline + KILLED_GRACE).as_secs()
+            ))
+        })
+}
+
+/// The groups of actors an operator can restart, and the names they answer to.
+struct Groups {
+    restarts: broadcast::Sender<String>,
+    running: Vec<&'static str>,
+}
+
+impl Groups {
+    fn new() -> Self {
+        Groups {
+            restarts: broadcast::channel(16).0,
+            running: Vec::new(),
+        }
+    }
+
+    fn spawn(
+        &mut self,
+        name: &'static str,
+        parent: Signal,
+        parent_guard: DrainGuard,
+        start: impl Fn(Signal, DrainGuard) + 'static,
+    ) {
+        crate::restart::restartable(
+            name,
+            parent,
+            parent_guard,
+            (&self.restarts, &mut self.running),
+            start,
+        );
+    }
+
+    /// Listens to the control topic for this host's drain and restart orders.
+    fn listen(
+        self,
+        bus: Arc<dyn Bus>,
+        host: String,
+        drain: Trigger,
+        (signal, guard): (Signal, DrainGuard),
+    ) {
+        let Groups { restarts, running } = self;
+        let stop = signal.clone();
+        supervise(
+            "worker.control".into(),
+            Backoff::default(),
+            signal,
+            guard,
+            move || {
+                crate::restart::control_loop(
+                    bus.clone(),
+                    host.clone(),
+                    drain.clone(),
+                    (restarts.clone(), running.clone()),
+                    stop.clone(),
+                )
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;
