@@ -123,6 +123,14 @@ pub struct Running {
     pub exporter: Option<Addr<Exporter>>,
 }
 
+/// What every actor is built from.
+#[derive(Clone)]
+struct Parts {
+    store: Arc<dyn Store>,
+    bus: Arc<dyn Bus>,
+    backends: SessionBackends,
+}
+
 /// Starts every actor of `topology`. Must be called inside an actix System.
 pub fn start(
     topology: Topology,
@@ -135,137 +143,39 @@ pub fn start(
     let workers_drain = Drain::new();
     let scheduler_drain = Drain::new();
     let ns = bus.namespace().clone();
+    let parts = Parts {
+        store,
+        bus,
+        backends,
+    };
+    let t = topology;
     let mut queues = Vec::new();
     let mut groups = Groups::new();
-    let t = topology;
+    let workers = || (workers_signal.clone(), workers_drain.guard());
 
     if let Some(cfg) = t.scheduler.clone() {
-        let (store, bus, backends) = (store.clone(), bus.clone(), backends.clone());
-        groups.spawn(
-            "scheduler",
-            scheduler_signal,
-            scheduler_drain.guard(),
-            move |stop, guard| {
-                let s = Scheduler::new(
-                    store.clone(),
-                    bus.clone(),
-                    backends.clone(),
-                    cfg.clone(),
-                    stop,
-                    guard,
-                );
-                s.start();
-            },
+        spawn_scheduler(
+            &mut groups,
+            parts.clone(),
+            cfg,
+            (scheduler_signal, scheduler_drain.guard()),
         );
         queues.push(ns.results_queue());
     }
-
-    // One gate per evaluated device; the CPU's is shared with this process's builds.
-    let mut gates: HashMap<String, Arc<RwLock<()>>> = HashMap::new();
-    for e in &t.evaluators {
-        gates.entry(e.device.id.clone()).or_default();
-    }
-    let cpu_gate = t
-        .evaluators
-        .iter()
-        .find(|e| e.device.kind == DeviceKind::Cpu)
-        .map(|e| gates[&e.device.id].clone());
-
+    let gates = DeviceGates::new(&t.evaluators);
     if let Some(plan) = &t.compiler {
         queues.extend(plan.queues.iter().cloned());
-        let cfg = CompilerConfig {
-            store: store.clone(),
-            bus: bus.clone(),
-            backends: backends.clone(),
-            queues: plan.queues.clone(),
-            slots: plan.slots.max(1),
-            work_dir: t.work_dir.clone(),
-            worker: format!("{}/compiler", t.host),
-            cpu_gate: cpu_gate.clone(),
-            delivery_limit: t.delivery_limit,
-            give_up_after: t.give_up_after,
-        };
-        groups.spawn(
-            "compiler",
-            workers_signal.clone(),
-            workers_drain.guard(),
-            move |stop, guard| {
-                Compiler::new(cfg.clone(), stop, guard).start();
-            },
-        );
+        spawn_compiler(&mut groups, &parts, &t, plan, gates.cpu(), workers());
     }
-
-    let monitor = match (&t.monitor, t.evaluators.is_empty()) {
-        (Some(m), _) => Some(GpuMonitor::new(
-            bus.clone(),
-            t.host.clone(),
-            m.devices.clone(),
-            m.interval,
-            workers_signal.clone(),
-            workers_drain.guard(),
-        )),
-        (None, true) => None,
-        (None, false) => {
-            return Err(ActorError::Other(
-                "a topology with Evaluators needs a GpuMonitor for their health".into(),
-            ))
-        }
-    };
-    let mut evaluators = Vec::with_capacity(t.evaluators.len());
-    for e in &t.evaluators {
-        let healthy = monitor
-            .as_ref()
-            .and_then(|m| m.health_switch(&e.device.id))
-            .ok_or_else(|| {
-                ActorError::Other(format!("the GpuMonitor does not watch {}", e.device.id))
-            })?;
-        queues.push(e.queue.clone());
-        evaluators.push(EvaluatorConfig {
-            store: store.clone(),
-            bus: bus.clone(),
-            backends: backends.clone(),
-            queue: e.queue.clone(),
-            device: e.device.id.clone(),
-            pin_cpu: e.pin_cpu,
-            gpu_index: e.device.visible_index,
-            work_dir: t.work_dir.clone(),
-            worker: format!("{}/evaluator[{}]", t.host, e.device.id),
-            device_gate: Some(gates[&e.device.id].clone()),
-            healthy,
-            delivery_limit: t.delivery_limit,
-            runner_program: t.runner_program.clone(),
-            give_up_after: t.give_up_after,
-        });
-    }
-    if !evaluators.is_empty() {
-        groups.spawn(
-            "evaluator",
-            workers_signal.clone(),
-            workers_drain.guard(),
-            move |stop, guard| {
-                for cfg in &evaluators {
-                    Evaluator::new(cfg.clone(), stop.clone(), guard.clone()).start();
-                }
-            },
-        );
-    }
-    if let Some(m) = monitor {
-        m.start();
-    }
+    queues.extend(spawn_evaluators(&mut groups, &parts, &t, &gates, workers)?);
 
     let exporter = match &t.exporter {
         None => None,
         Some(ExporterPlan::InProcess) => {
-            Some(Exporter::new(store.clone(), backends.clone()).start())
+            Some(Exporter::new(parts.store.clone(), parts.backends.clone()).start())
         }
         Some(ExporterPlan::OnControlTopic { export_dir }) => {
-            spawn_control_exporter(
-                &mut groups,
-                (store.clone(), bus.clone(), backends.clone()),
-                t.host.clone(),
-                export_dir.clone(),
-                (workers_signal.clone(), workers_drain.guard()),
-            );
+            spawn_control_exporter(&mut groups, parts.clone(), &t.host, export_dir, workers());
             queues.push(format!("{} (*.exporter, any.exporter)", ns.control_topic()));
             None
         }
@@ -273,12 +183,7 @@ pub fn start(
 
     let (drain_trigger, drain_requested) = shutdown::channel();
     let kept_trigger = if t.control {
-        groups.listen(
-            bus,
-            t.host.clone(),
-            drain_trigger,
-            (workers_signal, workers_drain.guard()),
-        );
+        groups.listen(parts.bus, t.host.clone(), drain_trigger, workers());
         None
     } else {
         Some(drain_trigger)
@@ -296,22 +201,146 @@ pub fn start(
     })
 }
 
+/// The Scheduler, as a restartable group of its own phase of the stop.
+fn spawn_scheduler(
+    groups: &mut Groups,
+    parts: Parts,
+    cfg: SchedulerConfig,
+    (signal, guard): (Signal, DrainGuard),
+) {
+    groups.spawn("scheduler", signal, guard, move |stop, guard| {
+        let p = parts.clone();
+        Scheduler::new(p.store, p.bus, p.backends, cfg.clone(), stop, guard).start();
+    });
+}
+
+/// One timing at a time per device: a gate for every evaluated device, which its Evaluators
+/// hold exclusively while they time.
+struct DeviceGates(HashMap<String, (DeviceKind, Arc<RwLock<()>>)>);
+
+impl DeviceGates {
+    fn new(evaluators: &[EvalPlan]) -> Self {
+        let mut gates = HashMap::new();
+        for e in evaluators {
+            gates
+                .entry(e.device.id.clone())
+                .or_insert_with(|| (e.device.kind, Arc::default()));
+        }
+        DeviceGates(gates)
+    }
+
+    fn of(&self, device: &str) -> Arc<RwLock<()>> {
+        self.0[device].1.clone()
+    }
+
+    /// The CPU's gate, if this process times on its CPU: its builds then hold it shared, so
+    /// that no build runs while a candidate is timed.
+    fn cpu(&self) -> Option<Arc<RwLock<()>>> {
+        self.0
+            .values()
+            .find(|(kind, _)| *kind == DeviceKind::Cpu)
+            .map(|(_, gate)| gate.clone())
+    }
+}
+
+fn spawn_compiler(
+    groups: &mut Groups,
+    parts: &Parts,
+    t: &Topology,
+    plan: &CompilePlan,
+    cpu_gate: Option<Arc<RwLock<()>>>,
+    (signal, guard): (Signal, DrainGuard),
+) {
+    let cfg = CompilerConfig {
+        store: parts.store.clone(),
+        bus: parts.bus.clone(),
+        backends: parts.backends.clone(),
+        queues: plan.queues.clone(),
+        slots: plan.slots.max(1),
+        work_dir: t.work_dir.clone(),
+        worker: format!("{}/compiler", t.host),
+        cpu_gate,
+        delivery_limit: t.delivery_limit,
+        give_up_after: t.give_up_after,
+    };
+    groups.spawn("compiler", signal, guard, move |stop, guard| {
+        Compiler::new(cfg.clone(), stop, guard).start();
+    });
+}
+
+/// The GpuMonitor and every Evaluator (one restartable group); returns the queues consumed.
+fn spawn_evaluators(
+    groups: &mut Groups,
+    parts: &Parts,
+    t: &Topology,
+    gates: &DeviceGates,
+    workers: impl Fn() -> (Signal, DrainGuard),
+) -> Result<Vec<String>, ActorError> {
+    let monitor = match (&t.monitor, t.evaluators.is_empty()) {
+        (Some(m), _) => {
+            let (signal, guard) = workers();
+            GpuMonitor::new(
+                parts.bus.clone(),
+                t.host.clone(),
+                m.devices.clone(),
+                m.interval,
+                signal,
+                guard,
+            )
+        }
+        (None, true) => return Ok(Vec::new()),
+        (None, false) => {
+            return Err(ActorError::Other(
+                "a topology with Evaluators needs a GpuMonitor for their health".into(),
+            ))
+        }
+    };
+    let mut evaluators = Vec::with_capacity(t.evaluators.len());
+    for e in &t.evaluators {
+        let healthy = monitor.health_switch(&e.device.id).ok_or_else(|| {
+            ActorError::Other(format!("the GpuMonitor does not watch {}", e.device.id))
+        })?;
+        evaluators.push(EvaluatorConfig {
+            store: parts.store.clone(),
+            bus: parts.bus.clone(),
+            backends: parts.backends.clone(),
+            queue: e.queue.clone(),
+            device: e.device.id.clone(),
+            pin_cpu: e.pin_cpu,
+            gpu_index: e.device.visible_index,
+            work_dir: t.work_dir.clone(),
+            worker: format!("{}/evaluator[{}]", t.host, e.device.id),
+            device_gate: Some(gates.of(&e.device.id)),
+            healthy,
+            delivery_limit: t.delivery_limit,
+            runner_program: t.runner_program.clone(),
+            give_up_after: t.give_up_after,
+        });
+    }
+    let queues = evaluators.iter().map(|e| e.queue.clone()).collect();
+    if !evaluators.is_empty() {
+        let (signal, guard) = workers();
+        groups.spawn("evaluator", signal, guard, move |stop, guard| {
+            for cfg in &evaluators {
+                Evaluator::new(cfg.clone(), stop.clone(), guard.clone()).start();
+            }
+        });
+    }
+    monitor.start();
+    Ok(queues)
+}
+
 /// The exporter that serves export requests from the control topic, as a restartable group.
 fn spawn_control_exporter(
     groups: &mut Groups,
-    (store, bus, backends): (Arc<dyn Store>, Arc<dyn Bus>, SessionBackends),
-    host: String,
-    root: PathBuf,
+    parts: Parts,
+    host: &str,
+    root: &std::path::Path,
     (signal, guard): (Signal, DrainGuard),
 ) {
+    let (host, root) = (host.to_string(), root.to_path_buf());
     groups.spawn("exporter", signal, guard, move |stop, guard| {
-        let (store, bus, backends, host, root) = (
-            store.clone(),
-            bus.clone(),
-            backends.clone(),
-            host.clone(),
-            root.clone(),
-        );
+        let (p, host, root) = (parts.clone(), host.clone(), root.clone());
         let signal = stop.clone();
         supervise(
             "exporter".into(),
@@ -320,9 +349,9 @@ fn spawn_control_exporter(
             guard,
             move || {
                 crate::exporter::serve_requests(
-                    store.clone(),
-                    bus.clone(),
-                    backends.clone(),
+                    p.store.clone(),
+                    p.bus.clone(),
+                    p.backends.clone(),
                     host.clone(),
                     root.clone(),
                     signal.clone(),
