@@ -5,14 +5,14 @@
 //! Each slot is a loop with its own consumer at prefetch 1, so a slot takes a request only when
 //! it can start it: the number of slots is the compile concurrency.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
 use shoal_backend::RunContext;
 use shoal_bus::{Bus, QueueOptions};
-use shoal_model::message::{CompileReply, Phase, ReplyBody};
+use shoal_model::message::{CompileReply, CompileRequest, Phase, ReplyBody};
 use shoal_model::{FailureKind, Message};
 use shoal_store::Store;
 use tokio::sync::RwLock;
@@ -115,13 +115,10 @@ async fn compile_loop(
         // Build only a candidate of the session's registered spec: a request whose parameters
         // are not one (a forgery, a corrupted message) is refused before anything runs. (A
         // backend that cannot be loaded now is a failure of the machinery, reported below.)
-        if let Ok(backend) = cfg.backends.get(&*cfg.store, req.session).await {
-            if let Err(e) = backend.check_request(&req.config_params, &req.compile_params, None) {
-                let reason = format!("compile request refused: {e}");
-                tracing::error!(queue = %queue, reason = %reason, "dead-lettering a message");
-                delivery.dead_letter(reason).await?;
-                continue;
-            }
+        if let Some(reason) = refusal(&cfg, &req).await {
+            tracing::error!(queue = %queue, reason = %reason, "dead-lettering a message");
+            delivery.dead_letter(reason).await?;
+            continue;
         }
         let started = ReplyBody::Started {
             session: req.session,
@@ -132,42 +129,7 @@ async fn compile_loop(
         crate::publish(&*cfg.bus, &results, &Message::Reply(started)).await?;
 
         let t0 = Instant::now();
-        let build = async {
-            let backend = match cfg.backends.get(&*cfg.store, req.session).await {
-                Ok(b) => b,
-                Err(e) => return Err((FailureKind::Infrastructure, e.to_string())),
-            };
-            let expected = backend
-                .build_key(&req.config_params, &req.compile_params)
-                .map_err(|e| (FailureKind::Infrastructure, e))?;
-            if expected != req.build_key {
-                return Err((
-                    FailureKind::Infrastructure,
-                    format!(
-                        "build key mismatch on {}: the spec or its sources differ on this host",
-                        cfg.worker
-                    ),
-                ));
-            }
-            let _shared = match &cfg.cpu_gate {
-                Some(g) => Some(g.read().await),
-                None => None,
-            };
-            let ctx = RunContext {
-                work_dir: &work_dir,
-                cpu: None,
-                gpu_index: None,
-                runner: None,
-            };
-            let artifact = backend
-                .build(&req.config_params, &req.compile_params, &ctx)
-                .await?;
-            cfg.store
-                .put_artifact(&artifact.hash, &artifact.packed)
-                .await
-                .map_err(|e| (FailureKind::Infrastructure, e.to_string()))?;
-            Ok(artifact.hash)
-        };
+        let build = build(&cfg, &req, &work_dir);
         let beat = ReplyBody::Heartbeat {
             session: req.session,
             phase: Phase::Compile,
@@ -179,14 +141,8 @@ async fn compile_loop(
             r = build => r,
             _ = stop.triggered() => {
                 // The build's child group is killed as its future drops. Hand the jobs back.
-                let back = ReplyBody::HandedBack {
-                    session: req.session,
-                    phase: Phase::Compile,
-                    jobs: req.jobs.clone(),
-                    reason: format!("{} shut down during the build", cfg.worker),
-                    count_retry: false,
-                };
-                crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
+                let reason = format!("{} shut down during the build", cfg.worker);
+                crate::hand_back(&*cfg.bus, req.session, Phase::Compile, &req.jobs, reason).await?;
                 delivery.ack().await?;
                 return Ok(());
             }
@@ -202,14 +158,8 @@ async fn compile_loop(
         // full, gives up and ends the process (see `failure::host_cannot_write`).
         if let Err((_, detail)) = &result {
             if shoal_backend::failure::host_cannot_write(detail) {
-                let back = ReplyBody::HandedBack {
-                    session: req.session,
-                    phase: Phase::Compile,
-                    jobs: req.jobs.clone(),
-                    reason: format!("{} cannot write its disk (full or read-only)", cfg.worker),
-                    count_retry: false,
-                };
-                crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
+                let reason = format!("{} cannot write its disk (full or read-only)", cfg.worker);
+                crate::hand_back(&*cfg.bus, req.session, Phase::Compile, &req.jobs, reason).await?;
                 delivery.ack().await?;
                 return Err(ActorError::Other(format!(
                     "this host cannot write its disk (full or read-only): {}",
@@ -229,6 +179,60 @@ async fn compile_loop(
         delivery.ack().await?;
     }
     Ok(())
+}
+
+/// Why a request must not be built, if it must not: its parameters are not a candidate of the
+/// session's registered spec (a forgery, a corrupted message). A backend that cannot be loaded
+/// now is a failure of the machinery, reported by the build instead.
+async fn refusal(cfg: &CompilerConfig, req: &CompileRequest) -> Option<String> {
+    let backend = cfg.backends.get(&*cfg.store, req.session).await.ok()?;
+    backend
+        .check_request(&req.config_params, &req.compile_params, None)
+        .err()
+        .map(|e| format!("compile request refused: {e}"))
+}
+
+/// Builds the request's candidate (after checking that this host derives the same build key
+/// from the same parameters) and stores its artifact; the artifact's hash, or the failure.
+async fn build(
+    cfg: &CompilerConfig,
+    req: &CompileRequest,
+    work_dir: &Path,
+) -> Result<String, (FailureKind, String)> {
+    let backend = match cfg.backends.get(&*cfg.store, req.session).await {
+        Ok(b) => b,
+        Err(e) => return Err((FailureKind::Infrastructure, e.to_string())),
+    };
+    let expected = backend
+        .build_key(&req.config_params, &req.compile_params)
+        .map_err(|e| (FailureKind::Infrastructure, e))?;
+    if expected != req.build_key {
+        return Err((
+            FailureKind::Infrastructure,
+            format!(
+                "build key mismatch on {}: the spec or its sources differ on this host",
+                cfg.worker
+            ),
+        ));
+    }
+    let _shared = match &cfg.cpu_gate {
+        Some(g) => Some(g.read().await),
+        None => None,
+    };
+    let ctx = RunContext {
+        work_dir,
+        cpu: None,
+        gpu_index: None,
+        runner: None,
+    };
+    let artifact = backend
+        .build(&req.config_params, &req.compile_params, &ctx)
+        .await?;
+    cfg.store
+        .put_artifact(&artifact.hash, &artifact.packed)
+        .await
+        .map_err(|e| (FailureKind::Infrastructure, e.to_string()))?;
+    Ok(artifact.hash)
 }
 
 pub(crate) fn first_line(s: &str) -> &str {

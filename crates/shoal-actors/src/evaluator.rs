@@ -6,7 +6,7 @@
 //! GpuMonitor (health events on the bus). On the CPU it pins runs to one core and holds the CPU
 //! gate exclusively, so no build disturbs a timing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -14,8 +14,8 @@ use shoal_backend::command::ArtifactCache;
 use shoal_backend::library::RunnerSlot;
 use shoal_backend::{EvalInput, RunContext};
 use shoal_bus::{Bus, QueueOptions};
-use shoal_model::message::{EvalReply, Phase, ReplyBody};
-use shoal_model::{FailureKind, Message, Outcome};
+use shoal_model::message::{EvalItem, EvalReply, Phase, ReplyBody};
+use shoal_model::{FailureKind, JobRef, Message, Outcome, SessionId};
 use shoal_store::Store;
 use tokio::sync::{watch, RwLock};
 
@@ -129,40 +129,16 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
         else {
             return Ok(());
         };
-        // A redelivered request may be stale (its lease expired and the Scheduler dispatched a
-        // newer attempt): skip the items the store has moved past rather than time them again.
-        // A first delivery is current, so the common path costs no store read.
-        let items = if delivery.delivery_count > 1 {
-            let mut current = Vec::with_capacity(req.items.len());
-            for item in req.items {
-                match cfg.store.job(item.job.job).await? {
-                    Some(j) if j.attempt == item.job.attempt && j.state.is_in_flight() => {
-                        current.push(item)
-                    }
-                    _ => tracing::debug!(job = %item.job.job, "stale eval item skipped"),
-                }
-            }
-            current
-        } else {
-            req.items
-        };
+        let items = current_items(&cfg, req.items, delivery.delivery_count).await?;
         if items.is_empty() {
             delivery.ack().await?;
             continue;
         }
         // Run only candidates of the session's registered spec (see the Compiler).
-        if let Ok(backend) = cfg.backends.get(&*cfg.store, req.session).await {
-            let refused = items.iter().find_map(|i| {
-                backend
-                    .check_request(&i.config_params, &i.compile_params, Some(&i.run_params))
-                    .err()
-                    .map(|e| format!("eval request refused: job {}: {e}", i.job.job))
-            });
-            if let Some(reason) = refused {
-                tracing::error!(queue = %cfg.queue, reason = %reason, "dead-lettering a message");
-                delivery.dead_letter(reason).await?;
-                continue;
-            }
+        if let Some(reason) = refusal(&cfg, req.session, &items).await {
+            tracing::error!(queue = %cfg.queue, reason = %reason, "dead-lettering a message");
+            delivery.dead_letter(reason).await?;
+            continue;
         }
         let refs: Vec<_> = items.iter().map(|i| i.job).collect();
         let started = ReplyBody::Started {
@@ -173,42 +149,7 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
         };
         crate::publish(&*cfg.bus, &results, &Message::Reply(started)).await?;
 
-        let work = async {
-            let mut outcomes = Vec::with_capacity(items.len());
-            let backend = cfg.backends.get(&*cfg.store, req.session).await;
-            let ctx = RunContext {
-                work_dir: &eval_dir,
-                cpu: cfg.pin_cpu,
-                gpu_index: cfg.gpu_index,
-                runner: Some(&runner),
-            };
-            for item in &items {
-                let outcome = match &backend {
-                    Err(e) => Outcome::failed(FailureKind::Infrastructure, e.to_string()),
-                    Ok(backend) => match fetch(&cfg, &cache, &item.artifact).await {
-                        Err(e) => Outcome::failed(FailureKind::Infrastructure, e),
-                        Ok(path) => {
-                            let _exclusive = match &cfg.device_gate {
-                                Some(g) => Some(g.write().await),
-                                None => None,
-                            };
-                            let input = EvalInput {
-                                config: &item.config_params,
-                                compile: &item.compile_params,
-                                run: &item.run_params,
-                                artifact: &path,
-                            };
-                            backend.evaluate(input, &ctx).await
-                        }
-                    },
-                };
-                if let Outcome::Failed { kind, detail } = &outcome {
-                    tracing::debug!(job = %item.job.job, kind = %kind, detail = %crate::compiler::first_line(detail), "candidate failed");
-                }
-                outcomes.push((item.job, outcome));
-            }
-            outcomes
-        };
+        let work = evaluate(&cfg, req.session, &items, (&cache, &eval_dir, &runner));
         let beat = ReplyBody::Heartbeat {
             session: req.session,
             phase: Phase::Eval,
@@ -219,35 +160,17 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
         let outcomes = tokio::select! {
             o = work => o,
             _ = stop.triggered() => {
-                let back = ReplyBody::HandedBack {
-                    session: req.session,
-                    phase: Phase::Eval,
-                    jobs: refs,
-                    reason: format!("{} shut down during the evaluation", cfg.worker),
-                    count_retry: false,
-                };
-                crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
+                let reason = format!("{} shut down during the evaluation", cfg.worker);
+                crate::hand_back(&*cfg.bus, req.session, Phase::Eval, &refs, reason).await?;
                 delivery.ack().await?;
                 return Ok(());
             }
         };
         // A full disk (an artifact that cannot be installed) is this host's state: hand the
         // items back uncounted and fail the loop, as the Compiler does.
-        let out_of_space = outcomes.iter().find_map(|(_, o)| match o {
-            Outcome::Failed { detail, .. } if shoal_backend::failure::host_cannot_write(detail) => {
-                Some(crate::compiler::first_line(detail).to_string())
-            }
-            _ => None,
-        });
-        if let Some(detail) = out_of_space {
-            let back = ReplyBody::HandedBack {
-                session: req.session,
-                phase: Phase::Eval,
-                jobs: refs,
-                reason: format!("{} cannot write its disk (full or read-only)", cfg.worker),
-                count_retry: false,
-            };
-            crate::publish(&*cfg.bus, &results, &Message::Reply(back)).await?;
+        if let Some(detail) = cannot_write(&outcomes) {
+            let reason = format!("{} cannot write its disk (full or read-only)", cfg.worker);
+            crate::hand_back(&*cfg.bus, req.session, Phase::Eval, &refs, reason).await?;
             delivery.ack().await?;
             return Err(ActorError::Other(format!(
                 "this host cannot write its disk (full or read-only): {detail}"
@@ -262,6 +185,95 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
         crate::publish(&*cfg.bus, &results, &Message::Reply(reply)).await?;
         delivery.ack().await?;
     }
+}
+
+/// The items of a request still worth timing. A redelivered request may be stale (its lease
+/// expired and the Scheduler dispatched a newer attempt): the items the store has moved past are
+/// skipped rather than timed again. A first delivery is current, so the common path costs no
+/// store read.
+async fn current_items(
+    cfg: &EvaluatorConfig,
+    items: Vec<EvalItem>,
+    delivery_count: u32,
+) -> Result<Vec<EvalItem>, ActorError> {
+    if delivery_count <= 1 {
+        return Ok(items);
+    }
+    let mut current = Vec::with_capacity(items.len());
+    for item in items {
+        match cfg.store.job(item.job.job).await? {
+            Some(j) if j.attempt == item.job.attempt && j.state.is_in_flight() => {
+                current.push(item)
+            }
+            _ => tracing::debug!(job = %item.job.job, "stale eval item skipped"),
+        }
+    }
+    Ok(current)
+}
+
+/// Why a request must not be run, if it must not: an item that is not a candidate of the
+/// session's registered spec (see the Compiler's).
+async fn refusal(cfg: &EvaluatorConfig, session: SessionId, items: &[EvalItem]) -> Option<String> {
+    let backend = cfg.backends.get(&*cfg.store, session).await.ok()?;
+    items.iter().find_map(|i| {
+        backend
+            .check_request(&i.config_params, &i.compile_params, Some(&i.run_params))
+            .err()
+            .map(|e| format!("eval request refused: job {}: {e}", i.job.job))
+    })
+}
+
+/// Times every item, one at a time under the device's gate; an outcome per item.
+async fn evaluate(
+    cfg: &EvaluatorConfig,
+    session: SessionId,
+    items: &[EvalItem],
+    (cache, eval_dir, runner): (&ArtifactCache, &Path, &RunnerSlot),
+) -> Vec<(JobRef, Outcome)> {
+    let mut outcomes = Vec::with_capacity(items.len());
+    let backend = cfg.backends.get(&*cfg.store, session).await;
+    let ctx = RunContext {
+        work_dir: eval_dir,
+        cpu: cfg.pin_cpu,
+        gpu_index: cfg.gpu_index,
+        runner: Some(runner),
+    };
+    for item in items {
+        let outcome = match &backend {
+            Err(e) => Outcome::failed(FailureKind::Infrastructure, e.to_string()),
+            Ok(backend) => match fetch(cfg, cache, &item.artifact).await {
+                Err(e) => Outcome::failed(FailureKind::Infrastructure, e),
+                Ok(path) => {
+                    let _exclusive = match &cfg.device_gate {
+                        Some(g) => Some(g.write().await),
+                        None => None,
+                    };
+                    let input = EvalInput {
+                        config: &item.config_params,
+                        compile: &item.compile_params,
+                        run: &item.run_params,
+                        artifact: &path,
+                    };
+                    backend.evaluate(input, &ctx).await
+                }
+            },
+        };
+        if let Outcome::Failed { kind, detail } = &outcome {
+            tracing::debug!(job = %item.job.job, kind = %kind, detail = %crate::compiler::first_line(detail), "candidate failed");
+        }
+        outcomes.push((item.job, outcome));
+    }
+    outcomes
+}
+
+/// The first line of an outcome that says this host cannot write its disk, if one does.
+fn cannot_write(outcomes: &[(JobRef, Outcome)]) -> Option<String> {
+    outcomes.iter().find_map(|(_, o)| match o {
+        Outcome::Failed { detail, .. } if shoal_backend::failure::host_cannot_write(detail) => {
+            Some(crate::compiler::first_line(detail).to_string())
+        }
+        _ => None,
+    })
 }
 
 /// The artifact as an executable file: from the local cache, else from the store.

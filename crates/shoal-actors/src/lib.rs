@@ -59,6 +59,26 @@ pub(crate) async fn publish(
     Ok(())
 }
 
+/// Gives `jobs` back to the Scheduler without an outcome and without counting a retry (this
+/// worker is shutting down, or its host cannot write its disk): they are dispatched again.
+pub(crate) async fn hand_back(
+    bus: &dyn shoal_bus::Bus,
+    session: shoal_model::SessionId,
+    phase: shoal_model::message::Phase,
+    jobs: &[shoal_model::JobRef],
+    reason: String,
+) -> Result<(), ActorError> {
+    let back = shoal_model::message::ReplyBody::HandedBack {
+        session,
+        phase,
+        jobs: jobs.to_vec(),
+        reason,
+        count_retry: false,
+    };
+    let results = bus.namespace().results_queue();
+    publish(bus, &results, &shoal_model::Message::Reply(back)).await
+}
+
 /// Runs `work` to its end while sending `beat` (a [`ReplyBody::Heartbeat`]) to `queue` every
 /// [`HEARTBEAT_EVERY`], so the Scheduler keeps renewing the leases of the jobs it names. A
 /// heartbeat that cannot be sent is logged, not fatal: the work goes on, and if the broker stays
