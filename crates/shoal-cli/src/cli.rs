@@ -27,19 +27,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => check(&spec, list_builds, max_candidates),
         Command::Db {
             command: DbCommand::Migrate,
-        } => {
-            // The cluster's database when one is configured, else the --db file.
-            let settings = crate::connect::Settings::load(None)?;
-            let store = match &settings.db {
-                Some(url) => {
-                    crate::connect::open_store_url(&settings.db_from, url, Duration::ZERO).await?
-                }
-                None => open_store(&db).await?,
-            };
-            let v = store.migrate().await?;
-            println!("{}: schema version {v}", store.describe());
-            Ok(ExitCode::SUCCESS)
-        }
+        } => migrate(&db).await,
         Command::Sessions => sessions(&db).await,
         Command::Status { session } => status(&db, session).await,
         Command::Export {
@@ -47,41 +35,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out,
             cluster: true,
             ..
-        } => {
-            let settings = crate::connect::Settings::load(None)?;
-            let url = settings
-                .broker
-                .clone()
-                .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
-            if let Err(e) =
-                shoal_actors::exporter::export_dir_under(Path::new("."), &out.to_string_lossy())
-            {
-                anyhow::bail!("-o: {e}");
-            }
-            let bus = crate::connect::open_bus_url(
-                &settings.broker_from,
-                &url,
-                settings.namespace()?,
-                Duration::ZERO,
-            )
-            .await?;
-            let msg = shoal_model::Message::Control(shoal_model::message::Control::Export {
-                session: SessionId(session),
-                out_dir: out.display().to_string(),
-            });
-            bus.publish_topic(
-                &bus.namespace().control_topic(),
-                "any.exporter",
-                bus.codec().encode(&msg),
-            )
-            .await?;
-            bus.close().await?;
-            println!(
-                "export of session {session} requested; the exporter writes into <its --export-dir>/{} on its host",
-                out.display()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        } => request_export(session, &out).await,
         Command::Export {
             session,
             out,
@@ -90,53 +44,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             kern_db,
             cluster: false,
         } => {
-            let store = open_migrated(&db).await?;
-            let info = store
-                .session(SessionId(session))
-                .await?
-                .with_context(|| format!("session {session} is not in the store"))?;
-            if info.info.backend == "miopen" {
-                let which = crate::miopen::export::Which {
-                    find_db,
-                    perf_db,
-                    kern_db,
-                };
-                return crate::miopen::export::export(&*store, &info, &out, which).await;
-            }
-            let summary = shoal_actors::exporter::export(
-                &*store,
-                &SessionBackends::new(crate::host::fin_path(None)),
-                SessionId(session),
-                &out,
-            )
-            .await?;
-            print!("{}", summary.table);
-            println!(
-                "wrote {} and {}",
-                summary.csv.display(),
-                summary.json.display()
-            );
-            Ok(ExitCode::SUCCESS)
+            let which = crate::miopen::export::Which {
+                find_db,
+                perf_db,
+                kern_db,
+            };
+            export(&db, session, &out, which).await
         }
-        Command::Devices => {
-            #[cfg(feature = "hip")]
-            match (
-                shoal_gpu::hip::runtime_version(),
-                shoal_gpu::hip::device_count(),
-            ) {
-                (Ok(v), Ok(0)) => println!("hip: runtime {v}, no device"),
-                (Ok(v), Ok(n)) => println!("hip: runtime {v}, {n} devices"),
-                (v, n) => println!("hip: {v:?} {n:?}"),
-            }
-            for d in crate::host::devices() {
-                let h = shoal_gpu::probe(&shoal_gpu::SystemRoot::default(), &d);
-                println!(
-                    "{:<10} {:<8} units={:<5} healthy={:<5} {} ({})",
-                    d.id, d.arch, d.num_cu, h.healthy, d.name, h.detail
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Devices => Ok(devices()),
         Command::ImportConfigs(args) => crate::miopen::import_configs(args, &db).await,
         Command::Miopen { command } => crate::miopen::miopen(command).await,
         Command::Solvers {
@@ -157,6 +72,109 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             command: BenchCommand::Hostile(args),
         } => crate::hostile::hostile(args).await,
     }
+}
+
+/// `db migrate`: the cluster's database when one is configured, else the --db file.
+async fn migrate(db: &Path) -> anyhow::Result<ExitCode> {
+    let settings = crate::connect::Settings::load(None)?;
+    let store = match &settings.db {
+        Some(url) => crate::connect::open_store_url(&settings.db_from, url, Duration::ZERO).await?,
+        None => open_store(db).await?,
+    };
+    let v = store.migrate().await?;
+    println!("{}: schema version {v}", store.describe());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `export --cluster`: asks the cluster's exporter to write the tuned table under its own
+/// `--export-dir`. The directory is checked here first with the exporter's own rule, so that a bad
+/// `-o` is told to the user instead of only logged on the exporter's host.
+async fn request_export(session: i64, out: &Path) -> anyhow::Result<ExitCode> {
+    let settings = crate::connect::Settings::load(None)?;
+    let url = settings
+        .broker
+        .clone()
+        .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
+    if let Err(e) = shoal_actors::exporter::export_dir_under(Path::new("."), &out.to_string_lossy())
+    {
+        anyhow::bail!("-o: {e}");
+    }
+    let bus = crate::connect::open_bus_url(
+        &settings.broker_from,
+        &url,
+        settings.namespace()?,
+        Duration::ZERO,
+    )
+    .await?;
+    let msg = shoal_model::Message::Control(shoal_model::message::Control::Export {
+        session: SessionId(session),
+        out_dir: out.display().to_string(),
+    });
+    bus.publish_topic(
+        &bus.namespace().control_topic(),
+        "any.exporter",
+        bus.codec().encode(&msg),
+    )
+    .await?;
+    bus.close().await?;
+    println!(
+        "export of session {session} requested; the exporter writes into <its --export-dir>/{} on its host",
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `export` into a local directory: MIOpen's databases for a MIOpen session, the tuned table
+/// otherwise.
+async fn export(
+    db: &Path,
+    session: i64,
+    out: &Path,
+    which: crate::miopen::export::Which,
+) -> anyhow::Result<ExitCode> {
+    let store = open_migrated(db).await?;
+    let info = store
+        .session(SessionId(session))
+        .await?
+        .with_context(|| format!("session {session} is not in the store"))?;
+    if info.info.backend == "miopen" {
+        return crate::miopen::export::export(&*store, &info, out, which).await;
+    }
+    let summary = shoal_actors::exporter::export(
+        &*store,
+        &SessionBackends::new(crate::host::fin_path(None)),
+        SessionId(session),
+        out,
+    )
+    .await?;
+    print!("{}", summary.table);
+    println!(
+        "wrote {} and {}",
+        summary.csv.display(),
+        summary.json.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `devices`: what the GpuMonitor would find on this host, with each device's health.
+fn devices() -> ExitCode {
+    #[cfg(feature = "hip")]
+    match (
+        shoal_gpu::hip::runtime_version(),
+        shoal_gpu::hip::device_count(),
+    ) {
+        (Ok(v), Ok(0)) => println!("hip: runtime {v}, no device"),
+        (Ok(v), Ok(n)) => println!("hip: runtime {v}, {n} devices"),
+        (v, n) => println!("hip: {v:?} {n:?}"),
+    }
+    for d in crate::host::devices() {
+        let h = shoal_gpu::probe(&shoal_gpu::SystemRoot::default(), &d);
+        println!(
+            "{:<10} {:<8} units={:<5} healthy={:<5} {} ({})",
+            d.id, d.arch, d.num_cu, h.healthy, d.name, h.detail
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 /// Publishes a control message on the cluster's control topic.
