@@ -15,6 +15,8 @@
 //! - [`expr`] — the integer expression language of constraint rules and FLOP counts.
 //! - [`spec`] — the tuning spec of the command backend (TOML): parsing, validation with
 //!   file:line:field errors, candidate enumeration, build identity.
+//! - [`context`] — the leaf types every backend step takes ([`RunContext`], [`EvalInput`],
+//!   [`context::device_env`]), apart from `session` so that no backend depends on it.
 //! - [`command`] — the command backend's two steps: [`command::build`] (one artifact per
 //!   compile-time parameter set, content-addressed and compressed) and [`command::evaluate`]
 //!   (warm-up and timed runs of one candidate on one shape, a process per run).
@@ -25,6 +27,7 @@
 
 pub mod child_env;
 pub mod command;
+pub mod context;
 pub mod expr;
 pub mod failure;
 pub mod library;
@@ -33,4 +36,5 @@ pub mod process;
 pub mod session;
 pub mod spec;
 
-pub use session::{EvalInput, RunContext, SessionBackend};
+pub use context::{EvalInput, RunContext};
+pub use session::SessionBackend;

@@ -21,9 +21,9 @@ use shoal_miopen::ConvConfig;
 use shoal_model::{FailureKind, Measurement, Outcome, Params};
 
 use crate::command::{self, Artifact};
+use crate::context::{EvalInput, RunContext};
 use crate::failure::{failure_kind, missing_output, ChildFate, ChildStep};
 use crate::process::{self, ChildEnd, ChildSpec};
-use crate::session::{EvalInput, RunContext};
 
 /// The compile and eval steps of MIOpen perf tuning.
 pub const PERF_COMPILE: &str = "miopen_perf_compile";

@@ -2,54 +2,17 @@
 //! whatever the backend is. The Compiler and Evaluator hold a `SessionBackend` per session and do
 //! not know whether it runs a spec's commands or MIOpen's `fin`.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use shoal_model::{FailureKind, Outcome, Params};
 
 use crate::command::{self, Artifact};
+use crate::context::{EvalInput, RunContext};
 use crate::spec::{RunMode, TuningSpec};
 
 /// Allowance in a library-mode lease for starting a runner and its device context.
 const RUNNER_START: Duration = Duration::from_secs(60);
-
-/// Where and on what a step runs.
-#[derive(Clone, Debug)]
-pub struct RunContext<'a> {
-    /// A directory of this worker slot alone (builds, MIOpen user-db and cache directories).
-    pub work_dir: &'a Path,
-    /// Pin runs to this CPU core (CPU evaluation).
-    pub cpu: Option<usize>,
-    /// The GPU to make visible to the child (`HIP_VISIBLE_DEVICES` / `CUDA_VISIBLE_DEVICES`).
-    pub gpu_index: Option<u32>,
-    /// The device's long-lived runner, for library-mode specs (the Evaluator owns it).
-    pub runner: Option<&'a crate::library::RunnerSlot>,
-}
-
-/// The environment that makes only GPU `index` visible to a child, by the index the GpuMonitor
-/// found it at. CUDA is told to number devices in PCI order, as NVML and the sysfs walk do, not
-/// fastest first.
-pub fn device_env(gpu_index: Option<u32>) -> Vec<(String, String)> {
-    let Some(i) = gpu_index else {
-        return Vec::new();
-    };
-    vec![
-        ("HIP_VISIBLE_DEVICES".into(), i.to_string()),
-        ("CUDA_VISIBLE_DEVICES".into(), i.to_string()),
-        ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
-    ]
-}
-
-/// One evaluation's inputs, as the Evaluator has them.
-#[derive(Clone, Copy, Debug)]
-pub struct EvalInput<'a> {
-    pub config: &'a Params,
-    pub compile: &'a Params,
-    pub run: &'a Params,
-    /// The compiled artifact, installed as a local file.
-    pub artifact: &'a Path,
-}
 
 /// The backend of one session.
 #[derive(Clone, Debug)]
@@ -261,17 +224,7 @@ pub const DEFAULT_FIN: &str = "/opt/rocm/bin/fin";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    #[test]
-    fn only_the_chosen_gpu_is_visible_numbered_in_pci_order() {
-        assert!(device_env(None).is_empty(), "the CPU hides nothing");
-        let env = device_env(Some(3));
-        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        assert_eq!(get("CUDA_VISIBLE_DEVICES"), Some("3"));
-        assert_eq!(get("HIP_VISIBLE_DEVICES"), Some("3"));
-        assert_eq!(get("CUDA_DEVICE_ORDER"), Some("PCI_BUS_ID"));
-    }
+    use std::path::{Path, PathBuf};
 
     fn params(pairs: &[(&str, &str)]) -> Params {
         let mut p = Params::new();

@@ -20,6 +20,7 @@
 //! Forged replies name the worker [`FORGED_WORKER`] and carry [`FORGED_DETAIL`], so that any
 //! effect in the store can be found afterwards. It prints one line of counts.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -32,6 +33,7 @@ use shoal_model::envelope::{Codec, TAG_BYTES, WIRE_VERSION};
 use shoal_model::message::{
     CompileReply, CompileRequest, Control, EvalItem, EvalReply, EvalRequest, Phase, ReplyBody,
 };
+use shoal_model::queue::Namespace;
 use shoal_model::steps::{COMMAND_BUILD, COMMAND_RUN};
 use shoal_model::{
     ConfigId, FailureKind, JobId, JobRef, JobState, Measurement, Message, Outcome, Params,
@@ -253,6 +255,16 @@ enum To {
     Control(&'static str),
 }
 
+/// One message to publish: where, the kind it is counted under, and its bytes.
+type Outgoing = (To, &'static str, Vec<u8>);
+
+/// The namespace's queues the forgeries go to.
+struct Queues {
+    results: String,
+    compile: String,
+    eval: String,
+}
+
 pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
     let settings = crate::connect::Settings::load(None)?;
     let url = settings
@@ -261,23 +273,62 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
         .context("shoal bench hostile: no broker: set SHOAL_BROKER")?;
     let ns = settings.namespace()?;
     let t = targets(&settings).await?;
-    let results = ns.results_queue();
-    let compile_q = ns.compile_queue(COMMAND_BUILD, &t.arch);
-    let eval_q = ns.eval_queue(COMMAND_RUN, &t.arch, t.num_cu);
+    let queues = Queues {
+        results: ns.results_queue(),
+        compile: ns.compile_queue(COMMAND_BUILD, &t.arch),
+        eval: ns.eval_queue(COMMAND_RUN, &t.arch, t.num_cu),
+    };
     let stranger = shoal_bus::random_codec();
 
-    let mut out: Vec<(To, &'static str, Vec<u8>)> = Vec::new();
-    for q in [&results, &compile_q, &eval_q] {
-        for _ in 0..args.garbage {
+    let mut out = garbage(&queues, args.garbage)?;
+    for (to, msg) in &forged(&t, &queues, &args) {
+        for bytes in unkeyed_forms(&stranger, msg) {
+            let to = match to {
+                To::Queue(q) => To::Queue(q.clone()),
+                To::Control(k) => To::Control(k),
+            };
+            out.push((to, "unkeyed", bytes));
+        }
+    }
+    if args.signed {
+        out.extend(signed(&t, &queues, &args)?);
+    }
+
+    let (published, skipped, by_kind) = publish(&url, &ns, stranger, out).await?;
+    let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    println!(
+        "hostile published={published} skipped={skipped} {} session={} compile_jobs={} eval_jobs={}",
+        kinds.join(" "),
+        t.session,
+        t.compile.len(),
+        t.eval.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Random garbage, an empty message and the length bomb on each queue: bytes that are no
+/// message at all, which a consumer must drop without stopping.
+fn garbage(queues: &Queues, per_queue: usize) -> anyhow::Result<Vec<Outgoing>> {
+    let mut out = Vec::new();
+    for q in [&queues.results, &queues.compile, &queues.eval] {
+        for _ in 0..per_queue {
             let len = 1 + random_bytes(1)?[0] as usize;
             out.push((To::Queue(q.clone()), "garbage", random_bytes(len)?));
         }
         out.push((To::Queue(q.clone()), "garbage", Vec::new()));
         out.push((To::Queue(q.clone()), "bomb", length_bomb()));
     }
-    let forged: Vec<(To, Message)> = vec![
-        (To::Queue(results.clone()), evaluated(&t, -1.0)),
-        (To::Queue(results.clone()), evaluated(&t, 1.0)),
+    Ok(out)
+}
+
+/// The well-formed messages an attacker without the key would send about real jobs: replies
+/// that would finish, fail, start or hand back jobs, requests that would build and run C code,
+/// and control orders. Sent only in unkeyed forms, each must be refused by its signature alone.
+fn forged(t: &Targets, queues: &Queues, args: &HostileArgs) -> Vec<(To, Message)> {
+    let results = &queues.results;
+    vec![
+        (To::Queue(results.clone()), evaluated(t, -1.0)),
+        (To::Queue(results.clone()), evaluated(t, 1.0)),
         (
             To::Queue(results.clone()),
             Message::Reply(ReplyBody::Compiled(CompileReply {
@@ -309,10 +360,13 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
             }),
         ),
         (
-            To::Queue(compile_q.clone()),
-            compile_request(&t, &args.marker),
+            To::Queue(queues.compile.clone()),
+            compile_request(t, &args.marker),
         ),
-        (To::Queue(eval_q.clone()), eval_request(&t, &args.marker)),
+        (
+            To::Queue(queues.eval.clone()),
+            eval_request(t, &args.marker),
+        ),
         (
             To::Control("any.exporter"),
             Message::Control(Control::Export {
@@ -327,73 +381,81 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
                 actor: "scheduler".into(),
             }),
         ),
-    ];
-    for (to, msg) in &forged {
-        for bytes in unkeyed_forms(&stranger, msg) {
-            let to = match to {
-                To::Queue(q) => To::Queue(q.clone()),
-                To::Control(k) => To::Control(k),
-            };
-            out.push((to, "unkeyed", bytes));
-        }
-    }
-    if args.signed {
-        let key = crate::connect::signing_key_from_env()?.context(
-            "shoal bench hostile --signed: SHOAL_HMAC_KEY_FILE must name the deployment's key",
-        )?;
-        let codec = Codec::new(&key).context("SHOAL_HMAC_KEY_FILE")?;
-        let signed_bomb = signed_raw(&key, &length_bomb()[1..12]);
-        for (to, bytes) in [
-            (
-                To::Queue(results.clone()),
-                codec.encode(&evaluated(&t, -1.0)),
-            ),
-            (To::Queue(results.clone()), signed_bomb.clone()),
-            (
-                To::Queue(compile_q.clone()),
-                codec.encode(&compile_request(&t, &args.marker)),
-            ),
-            (To::Queue(compile_q.clone()), signed_bomb.clone()),
-            (
-                To::Queue(eval_q.clone()),
-                codec.encode(&eval_request(&t, &args.marker)),
-            ),
-            (To::Queue(eval_q.clone()), signed_bomb),
-            (
-                To::Control("any.exporter"),
-                codec.encode(&Message::Control(Control::Export {
-                    session: t.session,
-                    out_dir: args.export_to.clone(),
-                })),
-            ),
-            (
-                To::Control("any.exporter"),
-                codec.encode(&Message::Control(Control::Export {
-                    session: t.session,
-                    out_dir: format!("../../..{}", args.export_to),
-                })),
-            ),
-        ] {
-            out.push((to, "signed", bytes));
-        }
-    }
+    ]
+}
 
+/// `--signed`: what a holder of the deployment's key gone wrong could send, correctly signed.
+/// The signature passes, so the value checks must refuse each: a negative time, C code as a
+/// parameter, an export outside the exporter's directory, a length bomb under a valid tag.
+fn signed(t: &Targets, queues: &Queues, args: &HostileArgs) -> anyhow::Result<Vec<Outgoing>> {
+    let key = crate::connect::signing_key_from_env()?.context(
+        "shoal bench hostile --signed: SHOAL_HMAC_KEY_FILE must name the deployment's key",
+    )?;
+    let codec = Codec::new(&key).context("SHOAL_HMAC_KEY_FILE")?;
+    let signed_bomb = signed_raw(&key, &length_bomb()[1..12]);
+    let messages = [
+        (
+            To::Queue(queues.results.clone()),
+            codec.encode(&evaluated(t, -1.0)),
+        ),
+        (To::Queue(queues.results.clone()), signed_bomb.clone()),
+        (
+            To::Queue(queues.compile.clone()),
+            codec.encode(&compile_request(t, &args.marker)),
+        ),
+        (To::Queue(queues.compile.clone()), signed_bomb.clone()),
+        (
+            To::Queue(queues.eval.clone()),
+            codec.encode(&eval_request(t, &args.marker)),
+        ),
+        (To::Queue(queues.eval.clone()), signed_bomb),
+        (
+            To::Control("any.exporter"),
+            codec.encode(&Message::Control(Control::Export {
+                session: t.session,
+                out_dir: args.export_to.clone(),
+            })),
+        ),
+        (
+            To::Control("any.exporter"),
+            codec.encode(&Message::Control(Control::Export {
+                session: t.session,
+                out_dir: format!("../../..{}", args.export_to),
+            })),
+        ),
+    ];
+    Ok(messages
+        .into_iter()
+        .map(|(to, bytes)| (to, "signed", bytes))
+        .collect())
+}
+
+/// Publishes every message as it is, through a connection whose codec is the stranger's, never
+/// the deployment's. Returns the counts:
+/// published, skipped (a queue no worker declared yet, so nothing consumes it and there is
+/// nothing to test), and published per kind.
+async fn publish(
+    url: &str,
+    ns: &Namespace,
+    stranger: Codec,
+    out: Vec<Outgoing>,
+) -> anyhow::Result<(usize, usize, BTreeMap<&'static str, usize>)> {
     let options = shoal_bus::RabbitOptions {
         codec: stranger,
         publish_retry_for: WAIT,
         connect_wait: WAIT,
         ..Default::default()
     };
-    let bus = shoal_bus::RabbitBus::connect_with(&url, ns.clone(), options)
+    let bus = shoal_bus::RabbitBus::connect_with(url, ns.clone(), options)
         .await
         .with_context(|| {
             format!(
                 "shoal bench hostile: connecting to {}",
-                crate::connect::redact(&url)
+                crate::connect::redact(url)
             )
         })?;
     let (mut published, mut skipped) = (0usize, 0usize);
-    let mut by_kind = std::collections::BTreeMap::<&str, usize>::new();
+    let mut by_kind = BTreeMap::<&str, usize>::new();
     for (to, kind, bytes) in out {
         let sent = match &to {
             To::Queue(q) => bus.publish(q, vec![bytes]).await,
@@ -413,15 +475,7 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
         }
     }
     bus.close().await?;
-    let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k}={n}")).collect();
-    println!(
-        "hostile published={published} skipped={skipped} {} session={} compile_jobs={} eval_jobs={}",
-        kinds.join(" "),
-        t.session,
-        t.compile.len(),
-        t.eval.len()
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok((published, skipped, by_kind))
 }
 
 #[cfg(test)]

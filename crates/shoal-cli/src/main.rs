@@ -4,6 +4,7 @@
 //! **Architecture invariant:** only this crate uses `anyhow`, reads the process environment for
 //! settings, installs signal handlers and writes to the terminal.
 
+mod args;
 mod bench;
 mod cli;
 mod connect;
@@ -14,6 +15,7 @@ mod logging;
 mod miopen;
 mod run;
 mod signals;
+mod store_open;
 mod tune;
 mod tune_cluster;
 mod worker;
@@ -29,7 +31,7 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "runner") {
         return ExitCode::from(shoal_backend::library::runner::main().clamp(0, 255) as u8);
     }
-    let cli = cli::Cli::parse();
+    let cli = args::Cli::parse();
     if let Err(e) = logging::init(cli.log_format) {
         eprintln!("shoal: {e}");
         return ExitCode::from(2);

@@ -11,12 +11,13 @@ use shoal_actors::exporter::Export;
 use shoal_backend::SessionBackend;
 use shoal_model::JobState;
 
-use crate::cli::{open_migrated, TuneArgs};
+use crate::args::TuneArgs;
 use crate::run::{run_session, RunOptions};
+use crate::store_open::open_migrated;
 
 pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     // Everything about the spec is checked before anything is written.
-    let limits = crate::cli::spec_limits(args.max_candidates);
+    let limits = crate::args::spec_limits(args.max_candidates);
     let spec = Arc::new(shoal_backend::spec::load_with(&args.spec, &limits)?);
     for w in &spec.warnings {
         tracing::warn!("{w}");

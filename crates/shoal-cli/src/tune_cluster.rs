@@ -10,7 +10,7 @@ use shoal_actors::shutdown::Signal;
 use shoal_backend::spec::TuningSpec;
 use shoal_backend::SessionBackend;
 
-use crate::cli::TuneArgs;
+use crate::args::TuneArgs;
 
 pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow::Result<ExitCode> {
     let store = crate::connect::store_from_env().await?;

@@ -13,6 +13,7 @@ use shoal_actors::scheduler::SchedulerConfig;
 use shoal_backend::miopen::{PERF_COMPILE, PERF_EVAL};
 use shoal_backend::session::{NOOP_BUILD, NOOP_RUN};
 use shoal_model::steps::{COMMAND_BUILD, COMMAND_RUN};
+use shoal_store::Store;
 
 use crate::connect::{open_bus_url, open_store_url, redact, Settings};
 
@@ -85,23 +86,7 @@ const EVAL_STEPS: [&str; 3] = [COMMAND_RUN, PERF_EVAL, NOOP_RUN];
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::signals::install()?;
-    let mut settings = Settings::load(args.config.as_deref())?;
-    if let Some(url) = &args.broker {
-        settings.broker = Some(crate::connect::url_from_flag(
-            "--broker",
-            url,
-            "SHOAL_BROKER_PASSWORD",
-        )?);
-        settings.broker_from = "--broker".into();
-    }
-    if let Some(url) = &args.db_url {
-        settings.db = Some(crate::connect::url_from_flag(
-            "--db-url",
-            url,
-            "SHOAL_DB_PASSWORD",
-        )?);
-        settings.db_from = "--db-url".into();
-    }
+    let settings = connection_settings(&args)?;
     let db_url = settings
         .db
         .clone()
@@ -122,40 +107,13 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         wait,
     )
     .await?;
-    let all = args.role.contains(&Role::All);
-    let roles = Roles {
-        scheduler: all || args.role.contains(&Role::Scheduler),
-        compile: all || args.role.contains(&Role::Compile),
-        eval: all || args.role.contains(&Role::Eval),
-        monitor: all || args.role.contains(&Role::Monitor),
-        exporter: all || args.role.contains(&Role::Exporter),
-    };
-    let pick = |known: &[&str]| -> Vec<String> {
-        known
-            .iter()
-            .filter(|s| args.fin_steps.is_empty() || args.fin_steps.iter().any(|f| f == *s))
-            .map(|s| s.to_string())
-            .collect()
-    };
-    let (compile_steps, eval_steps) = (pick(&COMPILE_STEPS), pick(&EVAL_STEPS));
-    let mut archs = args.arch.clone();
-    if archs.is_empty() {
-        for s in store.sessions().await? {
-            archs.push(s.info.arch);
-        }
-        for d in crate::host::devices() {
-            archs.push(d.arch);
-        }
-        archs.sort();
-        archs.dedup();
-    }
-    std::fs::create_dir_all(&args.work_dir)
-        .with_context(|| format!("creating {}", args.work_dir.display()))?;
-    let work_dir = args.work_dir.canonicalize()?;
-    let export_dir = args
-        .export_dir
-        .clone()
-        .unwrap_or_else(|| work_dir.join("exports"));
+    let roles = roles(&args.role);
+    let (compile_steps, eval_steps) = (
+        served_steps(&args, &COMPILE_STEPS),
+        served_steps(&args, &EVAL_STEPS),
+    );
+    let archs = compile_archs(&args, &*store).await?;
+    let (work_dir, export_dir) = work_dirs(&args)?;
     let backends = SessionBackends::new(crate::miopen::fin_path(settings.fin.clone()));
     let worker = cluster::start(
         store.clone(),
@@ -209,4 +167,78 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The connection settings: the config file and the environment, then `--broker` and
+/// `--db-url`, which win over both (without a password: that comes from the environment only).
+fn connection_settings(args: &WorkerArgs) -> anyhow::Result<Settings> {
+    let mut settings = Settings::load(args.config.as_deref())?;
+    if let Some(url) = &args.broker {
+        settings.broker = Some(crate::connect::url_from_flag(
+            "--broker",
+            url,
+            "SHOAL_BROKER_PASSWORD",
+        )?);
+        settings.broker_from = "--broker".into();
+    }
+    if let Some(url) = &args.db_url {
+        settings.db = Some(crate::connect::url_from_flag(
+            "--db-url",
+            url,
+            "SHOAL_DB_PASSWORD",
+        )?);
+        settings.db_from = "--db-url".into();
+    }
+    Ok(settings)
+}
+
+/// The roles this process runs; `all` stands for every one.
+fn roles(role: &[Role]) -> Roles {
+    let all = role.contains(&Role::All);
+    Roles {
+        scheduler: all || role.contains(&Role::Scheduler),
+        compile: all || role.contains(&Role::Compile),
+        eval: all || role.contains(&Role::Eval),
+        monitor: all || role.contains(&Role::Monitor),
+        exporter: all || role.contains(&Role::Exporter),
+    }
+}
+
+/// The steps of `known` this worker serves: those named by `--fin-steps`, or all of them.
+fn served_steps(args: &WorkerArgs, known: &[&str]) -> Vec<String> {
+    known
+        .iter()
+        .filter(|s| args.fin_steps.is_empty() || args.fin_steps.iter().any(|f| f == *s))
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// The architectures whose compile queues to consume: `--arch`, else those of the sessions
+/// in the store and of this host's devices, since a Compiler builds for any host's devices.
+async fn compile_archs(args: &WorkerArgs, store: &dyn Store) -> anyhow::Result<Vec<String>> {
+    let mut archs = args.arch.clone();
+    if archs.is_empty() {
+        for s in store.sessions().await? {
+            archs.push(s.info.arch);
+        }
+        for d in crate::host::devices() {
+            archs.push(d.arch);
+        }
+        archs.sort();
+        archs.dedup();
+    }
+    Ok(archs)
+}
+
+/// The working directory, created and made absolute (the actors keep paths under it), and the
+/// Exporter's directory, `<work-dir>/exports` unless `--export-dir` says otherwise.
+fn work_dirs(args: &WorkerArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(&args.work_dir)
+        .with_context(|| format!("creating {}", args.work_dir.display()))?;
+    let work_dir = args.work_dir.canonicalize()?;
+    let export_dir = args
+        .export_dir
+        .clone()
+        .unwrap_or_else(|| work_dir.join("exports"));
+    Ok((work_dir, export_dir))
 }

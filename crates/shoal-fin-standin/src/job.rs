@@ -21,40 +21,11 @@ pub struct Ctx {
 /// The output element for `job`. An error is what makes real fin throw (and exit non-zero).
 pub fn process(job: &Value, ctx: &Ctx) -> Result<Value, String> {
     let obj = job.as_object().ok_or("a job is not a JSON object")?;
-    let steps: Vec<&str> = obj
-        .get("steps")
-        .and_then(Value::as_array)
-        .ok_or("job has no `steps` list")?
-        .iter()
-        .map(|s| s.as_str().ok_or("`steps` holds a non-string"))
-        .collect::<Result<_, _>>()?;
-    let arch = base_arch(obj.get("arch").and_then(Value::as_str).unwrap_or("")).to_string();
-    let config = match obj.get("config") {
-        Some(c) => Some(
-            parse_config(c, obj.get("direction").and_then(Value::as_i64))
-                .map_err(|e| format!("config: {e}"))?,
-        ),
-        None => None,
-    };
-    let mut solvers: Vec<String> = obj
-        .get("solvers")
-        .and_then(Value::as_array)
-        .map(|l| {
-            l.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let listed = solvers.clone();
-    solvers.sort();
-    let dynamic_only = obj
-        .get("dynamic_only")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-
+    let input = JobInput::read(obj)?;
     let mut out = Map::new();
     let mut sources: Vec<String> = Vec::new();
-    for step in steps {
+    for step in &input.steps {
+        let step = *step;
         let Some((_, result_key)) = STEP_RESULTS.iter().find(|(s, _)| *s == step) else {
             if step == "get_solvers" {
                 out.insert("all_solvers".into(), all_solvers());
@@ -62,20 +33,12 @@ pub fn process(job: &Value, ctx: &Ctx) -> Result<Value, String> {
             // alloc_buf, fill_buf, copy_buf_*, and unknown steps: nothing to report.
             continue;
         };
-        let c = config
+        let c = input
+            .config
             .as_ref()
             .ok_or_else(|| format!("step {step} needs a `config`"))?;
-        if let Some(rec) = recorded::find(&ctx.recordings, step, c, &arch, &solvers) {
-            let mut result = rec.output[*result_key].clone();
-            if step.ends_with("_eval") {
-                apply_faults_to_recorded(&mut result, &ctx.faults);
-            }
-            for key in ["db_key", "network_config", "is_winograd_only"] {
-                if let Some(v) = rec.output.get(key) {
-                    out.insert(key.into(), v.clone());
-                }
-            }
-            out.insert((*result_key).into(), result);
+        if let Some(rec) = recorded::find(&ctx.recordings, step, c, &input.arch, &input.solvers) {
+            insert_recorded(&mut out, rec, step, result_key, &ctx.faults);
             sources.push(format!("recorded {}", rec.source));
             continue;
         }
@@ -84,41 +47,11 @@ pub fn process(job: &Value, ctx: &Ctx) -> Result<Value, String> {
         out.insert("network_config".into(), Value::from(network_config(c)));
         let s = Step {
             config: c,
-            arch: &arch,
-            dynamic_only,
+            arch: &input.arch,
+            dynamic_only: input.dynamic_only,
             faults: &ctx.faults,
         };
-        let result = match step {
-            "applicability" => Value::from(
-                verified()
-                    .filter(|sv| rules::applicable(sv, c, &arch))
-                    .map(|sv| sv.name)
-                    .collect::<Vec<_>>(),
-            ),
-            "miopen_perf_compile" | "miopen_find_compile" => {
-                let find = step == "miopen_find_compile";
-                let names: Vec<String> = if listed.is_empty() {
-                    verified().map(|sv| sv.name.to_string()).collect()
-                } else {
-                    listed.clone()
-                };
-                Value::Array(names.iter().map(|n| s.compile(n, find)).collect())
-            }
-            _ => {
-                let find = step == "miopen_find_eval";
-                let input_key = if find {
-                    "miopen_find_compile_result"
-                } else {
-                    "miopen_perf_compile_result"
-                };
-                let entries = obj
-                    .get(input_key)
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                Value::Array(entries.iter().map(|e| s.eval(e, find)).collect())
-            }
-        };
+        let result = rule_result(step, &s, &input.listed, obj);
         out.insert((*result_key).into(), result);
         sources.push("rules".into());
     }
@@ -128,6 +61,119 @@ pub fn process(job: &Value, ctx: &Ctx) -> Result<Value, String> {
     out.insert("input".into(), job.clone());
     out.insert("test_double_source".into(), Value::from(sources.join(", ")));
     Ok(Value::Object(out))
+}
+
+/// What a job asks for, read from its JSON object.
+struct JobInput<'a> {
+    steps: Vec<&'a str>,
+    /// The base architecture (`gfx90a` of `gfx90a:sramecc+:xnack-`).
+    arch: String,
+    config: Option<ConvConfig>,
+    /// The solvers named, sorted: how recordings are matched.
+    solvers: Vec<String>,
+    /// The solvers named, in the job's order: the order compile results come in.
+    listed: Vec<String>,
+    dynamic_only: bool,
+}
+
+impl<'a> JobInput<'a> {
+    fn read(obj: &'a Map<String, Value>) -> Result<JobInput<'a>, String> {
+        let steps: Vec<&str> = obj
+            .get("steps")
+            .and_then(Value::as_array)
+            .ok_or("job has no `steps` list")?
+            .iter()
+            .map(|s| s.as_str().ok_or("`steps` holds a non-string"))
+            .collect::<Result<_, _>>()?;
+        let arch = base_arch(obj.get("arch").and_then(Value::as_str).unwrap_or("")).to_string();
+        let config = match obj.get("config") {
+            Some(c) => Some(
+                parse_config(c, obj.get("direction").and_then(Value::as_i64))
+                    .map_err(|e| format!("config: {e}"))?,
+            ),
+            None => None,
+        };
+        let mut solvers: Vec<String> = obj
+            .get("solvers")
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let listed = solvers.clone();
+        solvers.sort();
+        let dynamic_only = obj
+            .get("dynamic_only")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        Ok(JobInput {
+            steps,
+            arch,
+            config,
+            solvers,
+            listed,
+            dynamic_only,
+        })
+    }
+}
+
+/// Answers a step from a recording: its result (with the faults applied to an eval's), and the
+/// keys fin reports beside it.
+fn insert_recorded(
+    out: &mut Map<String, Value>,
+    rec: &Recording,
+    step: &str,
+    result_key: &str,
+    faults: &Faults,
+) {
+    let mut result = rec.output[result_key].clone();
+    if step.ends_with("_eval") {
+        apply_faults_to_recorded(&mut result, faults);
+    }
+    for key in ["db_key", "network_config", "is_winograd_only"] {
+        if let Some(v) = rec.output.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    out.insert(result_key.into(), result);
+}
+
+/// Answers a step from the rules: the applicable solvers, a compile result per solver (those
+/// listed, else every verified one), or an eval result per compile result of the job's input.
+fn rule_result(step: &str, s: &Step, listed: &[String], obj: &Map<String, Value>) -> Value {
+    match step {
+        "applicability" => Value::from(
+            verified()
+                .filter(|sv| rules::applicable(sv, s.config, s.arch))
+                .map(|sv| sv.name)
+                .collect::<Vec<_>>(),
+        ),
+        "miopen_perf_compile" | "miopen_find_compile" => {
+            let find = step == "miopen_find_compile";
+            let names: Vec<String> = if listed.is_empty() {
+                verified().map(|sv| sv.name.to_string()).collect()
+            } else {
+                listed.to_vec()
+            };
+            Value::Array(names.iter().map(|n| s.compile(n, find)).collect())
+        }
+        _ => {
+            let find = step == "miopen_find_eval";
+            let input_key = if find {
+                "miopen_find_compile_result"
+            } else {
+                "miopen_perf_compile_result"
+            };
+            let entries = obj
+                .get(input_key)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            Value::Array(entries.iter().map(|e| s.eval(e, find)).collect())
+        }
+    }
 }
 
 /// The MIOpen 3.3 solver table (the one real fin of that version reports).

@@ -106,16 +106,21 @@ pub fn applicable(s: &SolverInfo, c: &ConvConfig, arch: &str) -> bool {
     if name.starts_with("ConvDirectNaiveConv") {
         return true;
     }
-    let one_by_one = c.fil_h == 1 && c.fil_w == 1 && (c.spatial_dim == 2 || c.fil_d == 1);
-    let three_by_three = c.spatial_dim == 2 && c.fil_h == 3 && c.fil_w == 3;
-    let stride = (c.conv_stride_h, c.conv_stride_w);
-    let unit_stride = stride == (1, 1);
-    let unit_dilation = c.dilation_h == 1 && c.dilation_w == 1;
-    let zero_pad = c.pad_h == 0 && c.pad_w == 0;
-    let xdlops = name.contains("Xdlops") || name.contains("xdlops");
-    let channels_last = c.in_layout.ends_with('C');
-    let int8 = c.data_type == DataType::Int8;
+    if !fits_arch_and_type(name, c, arch) {
+        return false;
+    }
+    if let Some(verdict) = dimension_verdict(name, c) {
+        return verdict;
+    }
+    fits_layout_and_groups(s, c) && fits_geometry(s, c)
+}
 
+/// The GPU and the data type: xdlops and dlops solvers need their architectures, the plain MLIR
+/// solvers give way to the xdlops ones where those run, and int8 problems take int8 solvers
+/// (or the few generic ones) and nothing else does.
+fn fits_arch_and_type(name: &str, c: &ConvConfig, arch: &str) -> bool {
+    let xdlops = name.contains("Xdlops") || name.contains("xdlops");
+    let int8 = c.data_type == DataType::Int8;
     if xdlops && !xdlops_arch(arch) {
         return false;
     }
@@ -136,17 +141,34 @@ pub fn applicable(s: &SolverInfo, c: &ConvConfig, arch: &str) -> bool {
     if !int8 && int8_solver {
         return false;
     }
+    true
+}
+
+/// 3-D problems are decided here, by the short list of solvers that take them; a 3-D solver
+/// takes nothing else. `None`: a 2-D problem and solver, decided by the other checks.
+fn dimension_verdict(name: &str, c: &ConvConfig) -> Option<bool> {
     if c.spatial_dim == 3 {
-        return name.contains("3D")
-            || name == "GemmFwdRest"
-            || name == "GemmBwdRest"
-            || name == "GemmWrwUniversal"
-            || name == "ConvHipImplicitGemmV4R4Fwd"
-            || name.starts_with("ConvMlirIgemm");
+        return Some(
+            name.contains("3D")
+                || name == "GemmFwdRest"
+                || name == "GemmBwdRest"
+                || name == "GemmWrwUniversal"
+                || name == "ConvHipImplicitGemmV4R4Fwd"
+                || name.starts_with("ConvMlirIgemm"),
+        );
     }
     if name.contains("3D") {
-        return false;
+        return Some(false);
     }
+    None
+}
+
+/// Layouts and groups: the legacy solvers (assembly, OpenCL, Winograd, FFT) take only
+/// channels-first fp32/fp16 tensors and, but for two Winograd ones, no groups; among the rest,
+/// only the grouped families take groups.
+fn fits_layout_and_groups(s: &SolverInfo, c: &ConvConfig) -> bool {
+    let name = s.name;
+    let channels_last = c.in_layout.ends_with('C');
     let legacy = (name.starts_with("ConvAsm") && !name.contains("ImplicitGemm"))
         || name.starts_with("ConvOcl")
         || s.algo == Algo::Winograd
@@ -166,6 +188,20 @@ pub fn applicable(s: &SolverInfo, c: &ConvConfig, arch: &str) -> bool {
     if c.group_count != 1 && !legacy && !grouped_family {
         return false;
     }
+    true
+}
+
+/// The filter, stride, pad and dilation a solver is written for: Winograd and `3x3` solvers
+/// take 3×3 filters, `1x1` ones 1×1 (some with a fixed stride or no pad), a few assembly and
+/// OpenCL kernels exactly one shape, FFT unit strides and dilations in fp32.
+fn fits_geometry(s: &SolverInfo, c: &ConvConfig) -> bool {
+    let name = s.name;
+    let one_by_one = c.fil_h == 1 && c.fil_w == 1 && (c.spatial_dim == 2 || c.fil_d == 1);
+    let three_by_three = c.spatial_dim == 2 && c.fil_h == 3 && c.fil_w == 3;
+    let stride = (c.conv_stride_h, c.conv_stride_w);
+    let unit_stride = stride == (1, 1);
+    let unit_dilation = c.dilation_h == 1 && c.dilation_w == 1;
+    let zero_pad = c.pad_h == 0 && c.pad_w == 0;
     if s.algo == Algo::Winograd && !(three_by_three && unit_stride && unit_dilation) {
         return false;
     }

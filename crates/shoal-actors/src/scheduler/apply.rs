@@ -6,11 +6,12 @@
 use std::time::{Duration, Instant};
 
 use shoal_bus::Delivery;
-use shoal_model::message::RUNNING_LEASE;
+use shoal_model::message::{ReplyBody, RUNNING_LEASE};
 use shoal_model::{Message, SessionId};
-use shoal_store::{Batch, StoreError};
+use shoal_store::{Batch, LeaseRenewal, StoreError};
 
-use super::plan::{check_reply, plan_reply, renewals};
+use super::plan::{check_reply, plan_reply, renewals, Leases};
+use super::started::Refused;
 use super::{started, Inner, Tag};
 use crate::shutdown::Signal;
 use crate::ActorError;
@@ -78,88 +79,26 @@ impl Inner {
         deliveries: Vec<Delivery>,
         stop: &Signal,
     ) -> Result<(), ActorError> {
-        use shoal_model::message::ReplyBody;
         let now = self.now();
-        let mut batch = Batch::default();
-        let mut tags = Vec::new();
-        let mut finished_builds = Vec::new();
-        let mut renewed = Vec::new();
-        // (delivery, what to call it if none of its changes applies)
-        let mut held: Vec<(Delivery, Option<String>)> = Vec::with_capacity(deliveries.len());
+        let mut gathered = Gathered::with_capacity(deliveries.len());
         for d in deliveries {
-            let reply = match self.bus.codec().decode(&d.payload) {
-                Ok(Message::Reply(r)) => r,
-                Ok(other) => {
-                    let kind = format!("{other:?}");
-                    let kind = kind.split('(').next().unwrap_or("?").to_string();
-                    refuse(d, format!("results queue got a {kind} message")).await?;
-                    continue;
-                }
-                Err(e) => {
-                    refuse(d, format!("refused on the results queue: {e}")).await?;
-                    continue;
-                }
-            };
-            if let Err(reason) = check_reply(&reply) {
-                refuse(d, format!("impossible reply: {reason}")).await?;
-                continue;
+            if let Some((d, reply, leases)) = self.accept_reply(d, stop).await? {
+                gathered.add(d, &reply, leases, now);
             }
-            let session = reply.session();
-            let leases = match self
-                .retry_store(stop, "session lookup", || self.leases(session))
-                .await
-            {
-                Ok(l) => l,
-                Err(ActorError::UnknownSession(s)) => {
-                    refuse(
-                        d,
-                        format!("reply for session {s}, which is not in the store"),
-                    )
-                    .await?;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            if let ReplyBody::Compiled(c) = &reply {
-                finished_builds.push((c.session, c.build_key.clone()));
-            }
-            renewed.extend(renewals(&reply, now + RUNNING_LEASE.as_millis() as i64));
-            let stale_if_unapplied = match &reply {
-                ReplyBody::Started { .. } | ReplyBody::Heartbeat { .. } => None,
-                r => Some(format!(
-                    "stale {}: no job of it is at the attempt it names",
-                    r.kind()
-                )),
-            };
-            let plan = plan_reply(&reply, leases, now);
-            let origin = Some(held.len());
-            tags.extend(plan.changes.iter().map(|c| {
-                Tag {
-                    session,
-                    origin: (!started::is_started_edge(&c.transition))
-                        .then_some(origin)
-                        .flatten(),
-                }
-            }));
-            batch.changes.extend(plan.changes);
-            batch.builds.extend(plan.builds);
-            held.push((d, stale_if_unapplied));
         }
+        let Gathered {
+            mut batch,
+            tags,
+            finished_builds,
+            renewed,
+            mut held,
+        } = gathered;
         let (changes, tags, refused) = self.started.borrow_mut().sift(
             std::mem::take(&mut batch.changes),
             tags,
             Instant::now(),
         );
-        // A reply none of whose changes applies is dead-lettered: say why, if it was refused
-        // for not coming from the lease holder.
-        for r in refused {
-            if let Some(i) = r.tag.origin {
-                tracing::warn!(reason = %r.reason, "result refused");
-                if let Some(stale) = &mut held[i].1 {
-                    *stale = format!("not from the lease holder: {}", r.reason);
-                }
-            }
-        }
+        note_refused(&mut held, refused);
         let (changes, tags, chained) = self.chain_evals(changes, tags).await?;
         batch.changes = changes;
         let mut applied_any = vec![false; held.len()];
@@ -196,6 +135,119 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// The reply a delivery carries, with the leases of its session, if it may be planned at
+    /// all: one that is no reply, fails its checks or names a session not in the store is
+    /// dead-lettered here with its reason (`None`).
+    async fn accept_reply(
+        &self,
+        d: Delivery,
+        stop: &Signal,
+    ) -> Result<Option<(Delivery, ReplyBody, Leases)>, ActorError> {
+        let reply = match self.bus.codec().decode(&d.payload) {
+            Ok(Message::Reply(r)) => r,
+            Ok(other) => {
+                let kind = format!("{other:?}");
+                let kind = kind.split('(').next().unwrap_or("?").to_string();
+                refuse(d, format!("results queue got a {kind} message")).await?;
+                return Ok(None);
+            }
+            Err(e) => {
+                refuse(d, format!("refused on the results queue: {e}")).await?;
+                return Ok(None);
+            }
+        };
+        if let Err(reason) = check_reply(&reply) {
+            refuse(d, format!("impossible reply: {reason}")).await?;
+            return Ok(None);
+        }
+        let session = reply.session();
+        match self
+            .retry_store(stop, "session lookup", || self.leases(session))
+            .await
+        {
+            Ok(leases) => Ok(Some((d, reply, leases))),
+            Err(ActorError::UnknownSession(s)) => {
+                refuse(
+                    d,
+                    format!("reply for session {s}, which is not in the store"),
+                )
+                .await?;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The planned changes of a batch of replies, before any is applied, and the deliveries held
+/// until they are settled.
+struct Gathered {
+    batch: Batch,
+    /// One per change of `batch`: its session, and which held delivery it settles.
+    tags: Vec<Tag>,
+    /// (session, build key) of the builds whose results came in.
+    finished_builds: Vec<(SessionId, String)>,
+    renewed: Vec<LeaseRenewal>,
+    /// (delivery, what to call it if none of its changes applies)
+    held: Vec<(Delivery, Option<String>)>,
+}
+
+impl Gathered {
+    fn with_capacity(n: usize) -> Gathered {
+        Gathered {
+            batch: Batch::default(),
+            tags: Vec::new(),
+            finished_builds: Vec::new(),
+            renewed: Vec::new(),
+            held: Vec::with_capacity(n),
+        }
+    }
+
+    /// Plans one accepted reply into the batch and holds its delivery. A started notice or a
+    /// heartbeat that changes nothing is no fault (it is acked); any other reply none of whose
+    /// changes applies is stale.
+    fn add(&mut self, d: Delivery, reply: &ReplyBody, leases: Leases, now: i64) {
+        let session = reply.session();
+        if let ReplyBody::Compiled(c) = reply {
+            self.finished_builds.push((c.session, c.build_key.clone()));
+        }
+        self.renewed
+            .extend(renewals(reply, now + RUNNING_LEASE.as_millis() as i64));
+        let stale_if_unapplied = match reply {
+            ReplyBody::Started { .. } | ReplyBody::Heartbeat { .. } => None,
+            r => Some(format!(
+                "stale {}: no job of it is at the attempt it names",
+                r.kind()
+            )),
+        };
+        let plan = plan_reply(reply, leases, now);
+        let origin = Some(self.held.len());
+        self.tags.extend(plan.changes.iter().map(|c| {
+            Tag {
+                session,
+                origin: (!started::is_started_edge(&c.transition))
+                    .then_some(origin)
+                    .flatten(),
+            }
+        }));
+        self.batch.changes.extend(plan.changes);
+        self.batch.builds.extend(plan.builds);
+        self.held.push((d, stale_if_unapplied));
+    }
+}
+
+/// A reply none of whose changes applies is dead-lettered: says why, if it was refused for not
+/// coming from the lease holder.
+fn note_refused(held: &mut [(Delivery, Option<String>)], refused: Vec<Refused<Tag>>) {
+    for r in refused {
+        if let Some(i) = r.tag.origin {
+            tracing::warn!(reason = %r.reason, "result refused");
+            if let Some(stale) = &mut held[i].1 {
+                *stale = format!("not from the lease holder: {}", r.reason);
+            }
+        }
     }
 }
 

@@ -4,7 +4,9 @@
 use std::collections::{HashMap, HashSet};
 
 use shoal_model::message::{CompileRequest, EvalItem};
-use shoal_model::{FailureKind, Job, JobState, Outcome, ResultRow, Session, SessionId, Transition};
+use shoal_model::{
+    FailureKind, Job, JobRef, JobState, Outcome, ResultRow, Session, SessionId, Transition,
+};
 use shoal_store::{Batch, Change};
 
 use super::{Inner, Tag};
@@ -77,24 +79,90 @@ impl Inner {
             return Ok(false);
         }
         let session = self.session(session_id).await?;
+        let jobs = self.new_jobs_to_compile(&session, room).await?;
+        if jobs.is_empty() {
+            return Ok(false);
+        }
+        let known = self.known_builds(session_id, &jobs).await?;
+        let (deadline, eval_deadline) = self.queue_deadlines(session_id).await?;
+        let now = self.now();
+        let eval_room = {
+            let in_flight = self.in_flight_of(session_id).await?.eval.max(0) as u64;
+            self.config.max_eval_in_flight.saturating_sub(in_flight)
+        };
+        let mut plan = CompileDispatch {
+            changes: Vec::new(),
+            requests: Vec::new(),
+            evals: Vec::new(),
+            eval_room,
+        };
+        for j in &jobs {
+            let queue = Transition::new(j.id, JobState::New, j.attempt, JobState::CompileQueued)
+                .expect("new → compile_queued")
+                .with_lease(deadline);
+            let attempt = queue.next_attempt();
+            plan.changes.push(Change::from(queue));
+            match known.get(&j.build_key) {
+                Some(Ok(hash)) => plan.reuse_build(j, attempt, hash, eval_deadline),
+                Some(Err((kind, detail))) => {
+                    plan.changes
+                        .push(cached_failure(j, attempt, *kind, detail, now));
+                }
+                None => {
+                    let r = shoal_model::JobRef { job: j.id, attempt };
+                    self.add_to_compile_requests(&mut plan.requests, j, r)
+                        .await?;
+                }
+            }
+        }
+        let sessions = vec![session_id; plan.changes.len()];
+        let applied = self
+            .apply_counted(
+                &Batch {
+                    changes: plan.changes.clone(),
+                    builds: vec![],
+                },
+                &sessions,
+            )
+            .await?;
+        let queued = queued_refs(&plan.changes, &applied);
+        self.track_compiling(&jobs, &queued, &known);
+        self.publish_compile_dispatch(&session, plan, &applied, &queued)
+            .await?;
+        Ok(true)
+    }
+
+    /// Up to `room` new jobs of the session to dispatch, less those whose retries are used up
+    /// (errored instead) and those whose build is already out (they are completed from its
+    /// record).
+    async fn new_jobs_to_compile(
+        &self,
+        session: &Session,
+        room: u64,
+    ) -> Result<Vec<Job>, ActorError> {
+        let session_id = session.id;
         let jobs = self
             .store
             .jobs_in_state(session_id, JobState::New, room.min(4096) as u32)
             .await?;
-        let jobs = self.split_exhausted(&session, jobs, JobState::New).await?;
-        // Leave jobs whose build is already out; they are completed from its record.
-        let jobs: Vec<Job> = {
-            let building = self.building.borrow_mut();
-            jobs.into_iter()
-                .filter(|j| !building.contains(&(session_id, j.build_key.clone())))
-                .collect()
-        };
-        if jobs.is_empty() {
-            return Ok(false);
-        }
+        let jobs = self.split_exhausted(session, jobs, JobState::New).await?;
+        let building = self.building.borrow_mut();
+        Ok(jobs
+            .into_iter()
+            .filter(|j| !building.contains(&(session_id, j.build_key.clone())))
+            .collect())
+    }
+
+    /// The recorded verdicts on the jobs' builds: an artifact hash, or a failure of the
+    /// candidate. A job with one needs no build.
+    async fn known_builds(
+        &self,
+        session_id: SessionId,
+        jobs: &[Job],
+    ) -> Result<KnownBuilds, ActorError> {
         let mut keys: Vec<String> = jobs.iter().map(|j| j.build_key.clone()).collect();
         keys.dedup();
-        let known: HashMap<String, Result<String, (FailureKind, String)>> = self
+        Ok(self
             .store
             .builds(session_id, &keys)
             .await?
@@ -106,118 +174,47 @@ impl Inner {
                 Err((kind, _)) => kind.is_candidate_fault(),
             })
             .map(|b| (b.build_key, b.result))
-            .collect();
-        let (deadline, eval_deadline) = self.queue_deadlines(session_id).await?;
-        let now = self.now();
-        let mut eval_room = {
-            let in_flight = self.in_flight_of(session_id).await?.eval.max(0) as u64;
-            self.config.max_eval_in_flight.saturating_sub(in_flight)
-        };
-        // (index of the eval dispatch in `changes`, the job at its compiled attempt, artifact)
-        let mut evals: Vec<(usize, Job, String)> = Vec::new();
-        let mut changes = Vec::new();
-        let mut requests: Vec<CompileRequest> = Vec::new();
-        for j in &jobs {
-            let queue = Transition::new(j.id, JobState::New, j.attempt, JobState::CompileQueued)
-                .expect("new → compile_queued")
-                .with_lease(deadline);
-            let attempt = queue.next_attempt();
-            changes.push(Change::from(queue));
-            match known.get(&j.build_key) {
-                Some(Ok(hash)) => {
-                    let t =
-                        Transition::new(j.id, JobState::CompileQueued, attempt, JobState::Compiled)
-                            .expect("compile_queued → compiled")
-                            .with_artifact(hash.clone());
-                    changes.push(t.into());
-                    // And on to eval in the same write while there is room, as after a compile
-                    // result (`chain_evals`): the store applies the three as one.
-                    if eval_room > 0 {
-                        eval_room -= 1;
-                        let t = Transition::new(
-                            j.id,
-                            JobState::Compiled,
-                            attempt,
-                            JobState::EvalQueued,
-                        )
-                        .expect("compiled → eval_queued")
-                        .with_lease(eval_deadline);
-                        let mut job = j.clone();
-                        job.attempt = attempt;
-                        evals.push((changes.len(), job, hash.clone()));
-                        changes.push(t.into());
-                    }
-                }
-                Some(Err((kind, detail))) => {
-                    let t =
-                        Transition::new(j.id, JobState::CompileQueued, attempt, JobState::Errored)
-                            .expect("compile_queued → errored")
-                            .with_failure(*kind, detail.clone());
-                    changes.push(Change {
-                        transition: t,
-                        result: Some(ResultRow {
-                            job: j.id,
-                            session: session_id,
-                            attempt,
-                            outcome: Outcome::failed(*kind, detail.clone()),
-                            worker: "build cache".into(),
-                            device: String::new(),
-                            created_ms: now,
-                        }),
-                    });
-                }
-                None => {
-                    let r = shoal_model::JobRef { job: j.id, attempt };
-                    self.add_to_compile_requests(&mut requests, j, r).await?;
-                }
+            .collect())
+    }
+
+    /// Remembers the jobs now being compiled (queued, and with no known build), for their
+    /// compile results.
+    fn track_compiling(&self, jobs: &[Job], queued: &HashSet<JobRef>, known: &KnownBuilds) {
+        let mut compiling = self.compiling.borrow_mut();
+        for j in jobs {
+            let r = JobRef {
+                job: j.id,
+                attempt: j.attempt + 1,
+            };
+            if queued.contains(&r) && !known.contains_key(&j.build_key) {
+                compiling.insert(j.id, j.clone());
             }
         }
-        let sessions = vec![session_id; changes.len()];
-        let applied = self
-            .apply_counted(
-                &Batch {
-                    changes: changes.clone(),
-                    builds: vec![],
-                },
-                &sessions,
-            )
-            .await?;
-        // Publish only for jobs whose move to compile_queued applied.
-        let queued: HashSet<shoal_model::JobRef> = changes
-            .iter()
-            .zip(&applied)
-            .filter(|(c, ok)| **ok && c.transition.to == JobState::CompileQueued)
-            .map(|(c, _)| shoal_model::JobRef {
-                job: c.transition.job,
-                attempt: c.transition.next_attempt(),
-            })
-            .collect();
-        {
-            let mut compiling = self.compiling.borrow_mut();
-            for j in &jobs {
-                let r = shoal_model::JobRef {
-                    job: j.id,
-                    attempt: j.attempt + 1,
-                };
-                if queued.contains(&r) && !known.contains_key(&j.build_key) {
-                    compiling.insert(j.id, j.clone());
-                }
-            }
-        }
+    }
+
+    /// Publishes what a compile dispatch decided, for the jobs whose moves applied only: the
+    /// compile requests, and the eval requests of jobs whose build was known.
+    async fn publish_compile_dispatch(
+        &self,
+        session: &Session,
+        plan: CompileDispatch,
+        applied: &[bool],
+        queued: &HashSet<JobRef>,
+    ) -> Result<(), ActorError> {
+        let mut requests = plan.requests;
         for req in &mut requests {
             req.jobs.retain(|r| queued.contains(r));
         }
-        let mut outgoing = self.compile_outgoing(&session, requests);
-        // Eval requests for the dispatches that applied.
+        let mut outgoing = self.compile_outgoing(session, requests);
         let mut items = Vec::new();
-        for (i, job, artifact) in evals {
+        for (i, job, artifact) in plan.evals {
             if applied[i] {
                 items.push(self.eval_item(&job, artifact).await?);
             }
         }
-        outgoing.extend(self.eval_outgoing(&session, items));
+        outgoing.extend(self.eval_outgoing(session, items));
         self.send(outgoing).await;
-        Ok(true)
+        Ok(())
     }
 
     pub(super) async fn dispatch_eval(&self, session_id: SessionId) -> Result<bool, ActorError> {
@@ -446,4 +443,74 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// The recorded verdict on each build key: the artifact's hash, or the candidate's failure.
+type KnownBuilds = HashMap<String, Result<String, (FailureKind, String)>>;
+
+/// What one compile dispatch writes and then publishes.
+struct CompileDispatch {
+    changes: Vec<Change>,
+    /// Requests for the jobs whose build is not known.
+    requests: Vec<CompileRequest>,
+    /// (index of the eval dispatch in `changes`, the job at its compiled attempt, artifact)
+    evals: Vec<(usize, Job, String)>,
+    /// Eval dispatches the in-flight bound still allows.
+    eval_room: u64,
+}
+
+impl CompileDispatch {
+    /// A job whose build is known is compiled at once, and goes on to eval in the same write
+    /// while there is room, as after a compile result (`chain_evals`): the store applies the
+    /// three as one.
+    fn reuse_build(&mut self, j: &Job, attempt: u32, hash: &str, eval_deadline: i64) {
+        let t = Transition::new(j.id, JobState::CompileQueued, attempt, JobState::Compiled)
+            .expect("compile_queued → compiled")
+            .with_artifact(hash.to_string());
+        self.changes.push(t.into());
+        if self.eval_room > 0 {
+            self.eval_room -= 1;
+            let t = Transition::new(j.id, JobState::Compiled, attempt, JobState::EvalQueued)
+                .expect("compiled → eval_queued")
+                .with_lease(eval_deadline);
+            let mut job = j.clone();
+            job.attempt = attempt;
+            self.evals.push((self.changes.len(), job, hash.to_string()));
+            self.changes.push(t.into());
+        }
+    }
+}
+
+/// A job whose build is known to fail ends errored with the recorded failure, as if it had been
+/// built again, without building it.
+fn cached_failure(j: &Job, attempt: u32, kind: FailureKind, detail: &str, now: i64) -> Change {
+    let t = Transition::new(j.id, JobState::CompileQueued, attempt, JobState::Errored)
+        .expect("compile_queued → errored")
+        .with_failure(kind, detail.to_string());
+    Change {
+        transition: t,
+        result: Some(ResultRow {
+            job: j.id,
+            session: j.session,
+            attempt,
+            outcome: Outcome::failed(kind, detail.to_string()),
+            worker: "build cache".into(),
+            device: String::new(),
+            created_ms: now,
+        }),
+    }
+}
+
+/// The jobs whose move to `compile_queued` applied, at the attempt they were queued at: only
+/// those are published.
+fn queued_refs(changes: &[Change], applied: &[bool]) -> HashSet<JobRef> {
+    changes
+        .iter()
+        .zip(applied)
+        .filter(|(c, ok)| **ok && c.transition.to == JobState::CompileQueued)
+        .map(|(c, _)| JobRef {
+            job: c.transition.job,
+            attempt: c.transition.next_attempt(),
+        })
+        .collect()
 }

@@ -4,7 +4,7 @@
 //! so a result is expressed as two compare-and-sets, one from each possible state (queued and
 //! started). They exclude each other: at most one matches, and neither matches a stale attempt.
 
-use shoal_model::message::{Phase, ReplyBody};
+use shoal_model::message::{CompileReply, EvalReply, Phase, ReplyBody};
 use shoal_model::{FailureKind, JobRef, JobState, Outcome, ResultRow, SessionId, Transition};
 use shoal_store::{BuildRecord, Change, LeaseRenewal};
 
@@ -126,94 +126,9 @@ pub fn plan_reply(reply: &ReplyBody, leases: Leases, now_ms: i64) -> Plan {
             jobs,
             worker,
             ..
-        } => {
-            let (queued, started) = queued_and_started(*phase);
-            let deadline = match phase {
-                Phase::Compile => leases.compile_started_ms,
-                Phase::Eval => leases.eval_started_ms,
-            };
-            for r in jobs {
-                let t = Transition::new(r.job, queued, r.attempt, started)
-                    .expect("queued → started is an edge")
-                    .with_lease(deadline)
-                    .with_worker(worker.clone());
-                plan.changes.push(t.into());
-            }
-        }
-        ReplyBody::Compiled(c) => {
-            // A build's record is reused by every later job of its key, so only a verdict on
-            // the build itself is recorded: an artifact, or a fault of the tuned code. A
-            // failure of the machinery (a store that was unreachable, a compiler missing on one
-            // host) says nothing about the build; its jobs are retried, within their bound.
-            let verdict = match &c.result {
-                Ok(_) => true,
-                Err((kind, _)) => kind.is_candidate_fault(),
-            };
-            if verdict {
-                plan.builds.push(BuildRecord {
-                    session: c.session,
-                    build_key: c.build_key.clone(),
-                    result: c.result.clone(),
-                });
-            }
-            for r in &c.jobs {
-                match &c.result {
-                    Ok(hash) => plan.changes.extend(from_either(
-                        Phase::Compile,
-                        *r,
-                        JobState::Compiled,
-                        |t| t.with_artifact(hash.clone()).with_worker(c.worker.clone()),
-                        None,
-                    )),
-                    Err((kind, detail)) => plan.changes.extend(failure_changes(
-                        Phase::Compile,
-                        c.session,
-                        *r,
-                        *kind,
-                        detail,
-                        &c.worker,
-                        "",
-                        now_ms,
-                    )),
-                }
-            }
-        }
-        ReplyBody::Evaluated(e) => {
-            for (r, outcome) in &e.outcomes {
-                match outcome {
-                    Outcome::Measured(_) => {
-                        let row = ResultRow {
-                            job: r.job,
-                            session: e.session,
-                            attempt: r.attempt,
-                            outcome: outcome.clone(),
-                            worker: e.worker.clone(),
-                            device: e.device.clone(),
-                            created_ms: now_ms,
-                        };
-                        plan.changes.extend(from_either(
-                            Phase::Eval,
-                            *r,
-                            JobState::Evaluated,
-                            |t| t.with_worker(e.worker.clone()),
-                            Some(row),
-                        ));
-                    }
-                    Outcome::Failed { kind, detail } => {
-                        plan.changes.extend(failure_changes(
-                            Phase::Eval,
-                            e.session,
-                            *r,
-                            *kind,
-                            detail,
-                            &e.worker,
-                            &e.device,
-                            now_ms,
-                        ));
-                    }
-                }
-            }
-        }
+        } => plan.changes = started_changes(*phase, jobs, worker, leases),
+        ReplyBody::Compiled(c) => plan = compiled_plan(c, now_ms),
+        ReplyBody::Evaluated(e) => plan.changes = evaluated_changes(e, now_ms),
         ReplyBody::HandedBack {
             phase,
             jobs,
@@ -230,6 +145,108 @@ pub fn plan_reply(reply: &ReplyBody, leases: Leases, now_ms: i64) -> Plan {
         ReplyBody::Heartbeat { .. } => {}
     }
     plan
+}
+
+/// A started notice: each job it names moves from queued to started, at the same attempt,
+/// with the running lease of its phase and the worker that holds it.
+fn started_changes(phase: Phase, jobs: &[JobRef], worker: &str, leases: Leases) -> Vec<Change> {
+    let (queued, started) = queued_and_started(phase);
+    let deadline = match phase {
+        Phase::Compile => leases.compile_started_ms,
+        Phase::Eval => leases.eval_started_ms,
+    };
+    jobs.iter()
+        .map(|r| {
+            Transition::new(r.job, queued, r.attempt, started)
+                .expect("queued → started is an edge")
+                .with_lease(deadline)
+                .with_worker(worker.to_string())
+                .into()
+        })
+        .collect()
+}
+
+/// A compile result: the build's record, when it is a verdict on the build, and each job's move
+/// to compiled (or its failure).
+fn compiled_plan(c: &CompileReply, now_ms: i64) -> Plan {
+    let mut plan = Plan::default();
+    // A build's record is reused by every later job of its key, so only a verdict on the build
+    // itself is recorded: an artifact, or a fault of the tuned code. A failure of the machinery
+    // (a store that was unreachable, a compiler missing on one host) says nothing about the
+    // build; its jobs are retried, within their bound.
+    let verdict = match &c.result {
+        Ok(_) => true,
+        Err((kind, _)) => kind.is_candidate_fault(),
+    };
+    if verdict {
+        plan.builds.push(BuildRecord {
+            session: c.session,
+            build_key: c.build_key.clone(),
+            result: c.result.clone(),
+        });
+    }
+    for r in &c.jobs {
+        match &c.result {
+            Ok(hash) => plan.changes.extend(from_either(
+                Phase::Compile,
+                *r,
+                JobState::Compiled,
+                |t| t.with_artifact(hash.clone()).with_worker(c.worker.clone()),
+                None,
+            )),
+            Err((kind, detail)) => plan.changes.extend(failure_changes(
+                Phase::Compile,
+                c.session,
+                *r,
+                *kind,
+                detail,
+                &c.worker,
+                "",
+                now_ms,
+            )),
+        }
+    }
+    plan
+}
+
+/// An eval result: each job's move to evaluated with its measurement, or its failure.
+fn evaluated_changes(e: &EvalReply, now_ms: i64) -> Vec<Change> {
+    let mut changes = Vec::new();
+    for (r, outcome) in &e.outcomes {
+        match outcome {
+            Outcome::Measured(_) => {
+                let row = ResultRow {
+                    job: r.job,
+                    session: e.session,
+                    attempt: r.attempt,
+                    outcome: outcome.clone(),
+                    worker: e.worker.clone(),
+                    device: e.device.clone(),
+                    created_ms: now_ms,
+                };
+                changes.extend(from_either(
+                    Phase::Eval,
+                    *r,
+                    JobState::Evaluated,
+                    |t| t.with_worker(e.worker.clone()),
+                    Some(row),
+                ));
+            }
+            Outcome::Failed { kind, detail } => {
+                changes.extend(failure_changes(
+                    Phase::Eval,
+                    e.session,
+                    *r,
+                    *kind,
+                    detail,
+                    &e.worker,
+                    &e.device,
+                    now_ms,
+                ));
+            }
+        }
+    }
+    changes
 }
 
 /// The leases a heartbeat renews: each job it names, if its work is still running at that

@@ -14,90 +14,13 @@ use shoal_store::StoreError;
 /// known goes from `new` to `eval_queued` in one dispatch.
 #[tokio::test]
 async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
-    use shoal_bus::{Bus, MemoryBus};
+    use shoal_bus::Bus;
     use shoal_model::message::{CompileReply, ReplyBody};
-    use shoal_model::queue::Namespace;
-    use shoal_model::{NewConfig, NewJob, NewSession, NewSolver, Params};
-    use shoal_store::SqliteStore;
 
-    let store = SqliteStore::open_in_memory().unwrap();
-    store.migrate().await.unwrap();
-    let session = store
-        .create_session(&NewSession {
-            reason: "chain".into(),
-            arch: "x86_64".into(),
-            num_cu: 2,
-            backend: "noop".into(),
-            spec: String::new(),
-            spec_path: String::new(),
-            library_version: String::new(),
-            driver_version: String::new(),
-            max_retries: 3,
-        })
-        .await
-        .unwrap();
-    let config = store
-        .upsert_configs(&[NewConfig {
-            kind: "noop".into(),
-            key: "noop".into(),
-            params: Params::new(),
-            tags: vec![],
-        }])
-        .await
-        .unwrap()[0]
-        .0;
-    let solver = store
-        .upsert_solvers(&[NewSolver {
-            name: "noop".into(),
-            tunable: true,
-        }])
-        .await
-        .unwrap()[0]
-        .id;
-    let jobs: Vec<NewJob> = (0..3)
-        .map(|i| {
-            let compile = Params::from_key("B=1").unwrap();
-            NewJob {
-                session,
-                config,
-                solver,
-                compile_step: "noop_build".into(),
-                eval_step: "noop_run".into(),
-                build_key: "noop:B=1".into(),
-                compile_params: compile,
-                run_params: Params::from_key(&format!("R={i}")).unwrap(),
-            }
-        })
-        .collect();
-    assert_eq!(store.insert_jobs(&jobs).await.unwrap(), 3);
-
-    let ns = Namespace::new("chain").unwrap();
-    let bus = MemoryBus::new(ns.clone());
-    let (_trigger, signal) = crate::shutdown::channel();
-    let stop = signal.clone();
-    let drain = crate::shutdown::Drain::new();
-    let scheduler = Scheduler::new(
-        Arc::new(store.clone()),
-        bus.clone(),
-        SessionBackends::default(),
-        SchedulerConfig {
-            sessions: vec![session],
-            eval_batch: 8,
-            ..SchedulerConfig::default()
-        },
-        signal,
-        drain.guard(),
-    );
-    let inner = scheduler.fresh_inner();
-    assert!(inner.dispatch_compile(session).await.unwrap());
-    let compile_queue = ns.compile_queue("noop_build", "x86_64");
-    let mut compiles = bus.consume(&compile_queue, 8).await.unwrap();
-    let d = compiles.next().await.unwrap().unwrap();
-    let Ok(Message::Compile(req)) = bus.codec().decode(&d.payload) else {
-        panic!("not a compile request");
-    };
+    let (store, session) = session_with_jobs(3).await;
+    let (inner, bus, req, stop, _drain) = dispatched(Arc::new(store.clone()), session).await;
     assert_eq!(req.jobs.len(), 3);
-    d.ack().await.unwrap();
+    let ns = bus.namespace().clone();
 
     let reply = Message::Reply(ReplyBody::Compiled(CompileReply {
         session,
@@ -108,9 +31,6 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
         duration_ms: 1,
     }));
     let results = ns.results_queue();
-    bus.declare_queue(&results, &QueueOptions { delivery_limit: 5 })
-        .await
-        .unwrap();
     let mut replies = bus.consume(&results, 8).await.unwrap();
     for _ in 0..2 {
         crate::publish(&*bus, &results, &reply).await.unwrap();
@@ -129,11 +49,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
     let eval_queue = ns.eval_queue("noop_run", "x86_64", 2);
     assert_eq!(bus.queue_depth(&eval_queue).await.unwrap(), 1);
     let mut evals = bus.consume(&eval_queue, 8).await.unwrap();
-    let d = evals.next().await.unwrap().unwrap();
-    let Ok(Message::Eval(eval)) = bus.codec().decode(&d.payload) else {
-        panic!("not an eval request");
-    };
-    d.ack().await.unwrap();
+    let eval = next_eval_request(&*bus, &mut evals).await;
     let items: Vec<_> = eval
         .items
         .iter()
@@ -163,25 +79,44 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
     assert!(dead[0].contains("stale compile result"), "{dead:?}");
     assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 3);
 
-    // A job whose build is known goes from new to eval_queued in one dispatch.
-    let mut late = jobs[0].clone();
-    late.run_params = Params::from_key("R=9").unwrap();
+    a_known_build_goes_straight_to_eval(&store, &inner, &*bus, &mut evals, &req).await;
+}
+
+/// The end of [`a_compile_result_dispatches_the_eval_in_the_same_write`]: a job added later
+/// with the same build key goes from new to eval_queued in one dispatch, building nothing,
+/// and its eval request follows.
+async fn a_known_build_goes_straight_to_eval(
+    store: &shoal_store::SqliteStore,
+    inner: &Inner,
+    bus: &dyn shoal_bus::Bus,
+    evals: &mut Box<dyn Consumer>,
+    req: &shoal_model::message::CompileRequest,
+) {
+    let first = store.job(req.jobs[0].job).await.unwrap().unwrap();
+    let session = first.session;
+    let late = shoal_model::NewJob {
+        session,
+        config: first.config,
+        solver: first.solver,
+        compile_step: first.compile_step,
+        eval_step: first.eval_step,
+        build_key: first.build_key,
+        compile_params: first.compile_params,
+        run_params: shoal_model::Params::from_key("R=9").unwrap(),
+    };
     assert_eq!(store.insert_jobs(&[late]).await.unwrap(), 1);
     assert!(inner.dispatch_compile(session).await.unwrap());
     let id = store.jobs_in_state(session, EvalQueued, 10).await.unwrap()[3].id;
     let j = store.job(id).await.unwrap().unwrap();
     assert_eq!((j.state, j.attempt), (EvalQueued, 2));
     assert_eq!(j.artifact.as_deref(), Some("sha256:art"));
+    let compile_queue = bus.namespace().compile_queue("noop_build", "x86_64");
     assert_eq!(
         bus.queue_depth(&compile_queue).await.unwrap(),
         0,
         "no build"
     );
-    let d = evals.next().await.unwrap().unwrap();
-    let Ok(Message::Eval(eval)) = bus.codec().decode(&d.payload) else {
-        panic!("not an eval request");
-    };
-    d.ack().await.unwrap();
+    let eval = next_eval_request(bus, evals).await;
     assert_eq!(
         eval.items.iter().map(|i| i.job).collect::<Vec<_>>(),
         vec![shoal_model::JobRef {
@@ -190,6 +125,19 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
         }]
     );
     assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 4);
+}
+
+/// The next eval request on `evals`, acked.
+async fn next_eval_request(
+    bus: &dyn shoal_bus::Bus,
+    evals: &mut Box<dyn Consumer>,
+) -> shoal_model::message::EvalRequest {
+    let d = evals.next().await.unwrap().unwrap();
+    let Ok(Message::Eval(eval)) = bus.codec().decode(&d.payload) else {
+        panic!("not an eval request");
+    };
+    d.ack().await.unwrap();
+    eval
 }
 
 /// The reasons of every message in the namespace's dead-letter queue.

@@ -215,7 +215,7 @@ fn judge(
 
 /// Runs one candidate (`compile` built into `artifact`, with `run` parameters) on `shape`:
 /// the spec's warm-up runs, then its timed runs, each pinned to `cpu` when given and seeing only
-/// GPU `gpu_index` when given (see [`device_env`](crate::session::device_env)).
+/// GPU `gpu_index` when given (see [`device_env`](crate::context::device_env)).
 pub async fn evaluate(
     spec: &TuningSpec,
     artifact: &Path,
@@ -236,7 +236,7 @@ pub async fn evaluate(
     child
         .env
         .push(("SHOAL_ARTIFACT".into(), artifact.display().to_string()));
-    child.env.extend(crate::session::device_env(gpu_index));
+    child.env.extend(crate::context::device_env(gpu_index));
     child.cpu = cpu;
     child.output_limit = OUTPUT_LIMIT;
     tracing::debug!(spec = %spec.name, shape = %shape, compile = %compile, run = %run, ?argv, "evaluate");

@@ -31,9 +31,9 @@ use shoal_model::{FailureKind, Measurement, Outcome, Params};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
+use crate::context::RunContext;
 use crate::failure::{failure_kind, ChildFate, ChildStep};
 use crate::process::{self, ChildEnd, GroupGuard, Tail};
-use crate::session::RunContext;
 use crate::spec::TuningSpec;
 use protocol::{Reply, Request, Status};
 
@@ -136,7 +136,7 @@ impl Runner {
         let mut cmd = tokio::process::Command::new(exe);
         cmd.args(args)
             .current_dir(&spec.dir)
-            .envs(crate::session::device_env(ctx.gpu_index))
+            .envs(crate::context::device_env(ctx.gpu_index))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -8,7 +8,7 @@ use std::time::Duration;
 use shoal_model::{FailureKind, Outcome, Params};
 
 use super::{evaluate, RunnerSlot};
-use crate::session::RunContext;
+use crate::context::RunContext;
 use crate::spec::{parse, TuningSpec};
 
 struct Fixture {

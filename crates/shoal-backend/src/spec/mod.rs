@@ -103,6 +103,7 @@ mod files;
 mod raw;
 mod shapes;
 mod space;
+mod steps;
 mod template;
 mod validate;
 

@@ -5,21 +5,17 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use regex::Regex;
 use sha2::{Digest, Sha256};
 use shoal_model::Params;
 use toml::Spanned;
 
-use super::commands::{check_program, placeholder_rule, templates};
 use super::error::{Ctx, SpecError};
 use super::files::{read_limited, read_limited_text};
-use super::raw::{self, RawOutput, RawSpec};
+use super::raw::RawSpec;
 use super::shapes::{self, is_ident, Shapes};
 use super::space::{check_space, expand, plan_params, space};
-use super::{
-    BuildSpec, DeviceClass, Limits, OutputSpec, Rule, RunMode, RunSpec, Statistic, TimeUnit,
-    TuningSpec,
-};
+use super::steps;
+use super::{Limits, ParamDef, Rule, TuningSpec};
 use crate::expr::Expr;
 
 /// Where a name comes from, for duplicate and placeholder messages.
@@ -116,23 +112,6 @@ pub(super) fn check_name(
     Ok(())
 }
 
-fn regex(
-    ctx: Ctx,
-    field: &str,
-    value: &Option<Spanned<String>>,
-) -> Result<Option<Regex>, SpecError> {
-    let Some(value) = value else { return Ok(None) };
-    Regex::new(value.get_ref()).map(Some).map_err(|e| {
-        let msg = e
-            .to_string()
-            .lines()
-            .map(str::trim)
-            .collect::<Vec<_>>()
-            .join(" ");
-        ctx.at(value.span(), field, format!("invalid regex: {msg}"))
-    })
-}
-
 /// Parses an expression field and checks its names: known, and integer-valued.
 fn expression(
     ctx: Ctx,
@@ -173,28 +152,15 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// Parses and checks a spec's text. The checks run in the order of the file's concerns (name,
+/// parameters, sources, shapes, commands, device, limits, output, rules), and the first that
+/// fails is the error.
 pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, SpecError> {
     let ctx = Ctx { path, text };
-    // Syntax first, so that those errors say so; then the schema (unknown and missing keys,
-    // wrong types), whose messages name the key.
-    text.parse::<toml::Table>()
-        .map_err(|e| toml_error(path, text, e, "TOML syntax: "))?;
-    let raw: RawSpec = toml::from_str(text).map_err(|e| toml_error(path, text, e, ""))?;
+    let raw = parse_toml(path, text)?;
     let dir = spec_dir(path);
     let mut warnings = Vec::new();
-
-    let name = raw.name.get_ref();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err(ctx.at(
-            raw.name.span(),
-            "name",
-            format!("`{name}` may only use letters, digits, `_` and `-`"),
-        ));
-    }
+    let name = check_spec_name(ctx, &raw.name)?;
 
     // Parameters and shape columns share one namespace. The space is counted before any
     // value list is built or any other file is read.
@@ -212,44 +178,8 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
     let compile_params = expand(ctx, compile_plan)?;
     let run_params = expand(ctx, run_plan)?;
 
-    // Sources: read and hash now, so the build identity is fixed at load.
-    let mut source_hashes = Vec::new();
-    for (i, src) in raw.sources.iter().enumerate() {
-        let bytes =
-            read_limited(&dir.join(src.get_ref()), limits.max_source_bytes).map_err(|e| {
-                ctx.at(
-                    src.span(),
-                    format!("sources[{i}]"),
-                    format!("`{}` {e}", src.get_ref()),
-                )
-            })?;
-        source_hashes.push((src.get_ref().clone(), sha256_hex(&bytes)));
-    }
-
-    let (shapes, shapes_csv): (Shapes, Option<PathBuf>) = match (&raw.shapes, &raw.shapes_csv) {
-        (Some(_), Some(csv)) => {
-            return Err(ctx.at(
-                csv.span(),
-                "shapes_csv",
-                "give either `shapes_csv` or [[shapes]], not both",
-            ))
-        }
-        (None, None) => {
-            return Err(ctx.field(
-                "shapes",
-                "no shapes: give `shapes_csv = \"file.csv\"` or [[shapes]] tables",
-            ))
-        }
-        (Some(inline), None) => (shapes::inline(ctx, inline)?, None),
-        (None, Some(csv)) => {
-            let file = dir.join(csv.get_ref());
-            let shown = shown_path(path, csv.get_ref());
-            let csv_text = read_limited_text(&file, limits.max_shapes_bytes).map_err(|e| {
-                ctx.at(csv.span(), "shapes_csv", format!("`{}` {e}", csv.get_ref()))
-            })?;
-            (shapes::csv_text(&csv_text, &shown)?, Some(file))
-        }
-    };
+    let source_hashes = hash_sources(ctx, &raw, &dir, limits)?;
+    let (shapes, shapes_csv) = load_shapes(ctx, &raw, &dir, limits)?;
     check_space(
         ctx,
         limits,
@@ -258,220 +188,21 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
         Some(shapes.rows.len()),
     )?;
     warnings.extend(shapes.warnings.iter().cloned());
-    let shape_span = raw
-        .shapes
-        .as_ref()
-        .map(|s| s.span())
-        .or_else(|| raw.shapes_csv.as_ref().map(|s| s.span()))
-        .unwrap_or(0..0);
-    for column in &shapes.columns {
-        check_name(
-            ctx,
-            column,
-            shape_span.clone(),
-            "shapes",
-            Origin::Shape,
-            &mut names,
-        )?;
-    }
+    name_shape_columns(ctx, &raw, &shapes, &mut names)?;
 
-    // Commands.
-    let build_argv = raw::command(ctx, "build.command", &raw.build.command)?;
-    let build_templates = templates(
-        ctx,
-        "build.command",
-        &raw.build.command,
-        &build_argv,
-        &placeholder_rule(&names, true),
-    )?;
-    check_program(
-        ctx,
-        "build.command",
-        &raw.build.command,
-        &build_templates[0],
-        &dir,
-    )?;
-    if !build_templates.iter().any(|t| t.vars().any(|v| v == "out")) {
-        warnings.push(format!(
-            "{}: build.command does not name `{{out}}`; the build must write the artifact to $SHOAL_OUT",
-            path.display()
-        ));
-    }
-    let mode = match &raw.run.mode {
-        None => RunMode::Process,
-        Some(m) => RunMode::parse(m.get_ref()).ok_or_else(|| {
-            ctx.at(
-                m.span(),
-                "run.mode",
-                format!("`{}` is not one of process, library", m.get_ref()),
-            )
-        })?,
-    };
-    let (run_argv, run_templates) = match (mode, &raw.run.command) {
-        (RunMode::Process, None) => {
-            return Err(ctx.field(
-                "run.command",
-                "missing: a process-mode run needs a command (or set `mode = \"library\"`)",
-            ))
-        }
-        (RunMode::Process, Some(command)) => {
-            let argv = raw::command(ctx, "run.command", command)?;
-            let templates = templates(
-                ctx,
-                "run.command",
-                command,
-                &argv,
-                &placeholder_rule(&names, false),
-            )?;
-            check_program(ctx, "run.command", command, &templates[0], &dir)?;
-            (argv, templates)
-        }
-        (RunMode::Library, Some(command)) => {
-            return Err(ctx.at(
-                command.span(),
-                "run.command",
-                "a library-mode run has no command: Shoal's runner loads the artifact and calls its entry points (include/shoal_kernel.h)",
-            ))
-        }
-        (RunMode::Library, None) => (Vec::new(), Vec::new()),
-    };
-    if let (RunMode::Library, Some(output)) = (mode, &raw.output) {
-        return Err(ctx.at(
-            output.span(),
-            "output",
-            "a library-mode run reports its times and verdict through shoal_run; [output] applies to process mode only",
-        ));
-    }
-    let device = match &raw.device {
-        None => DeviceClass::Cpu,
-        Some(d) => DeviceClass::parse(d.get_ref()).ok_or_else(|| {
-            ctx.at(
-                d.span(),
-                "device",
-                format!("`{}` is not one of cpu, gpu", d.get_ref()),
-            )
-        })?,
-    };
+    let build_command = steps::build_command(ctx, &raw, &names, &dir, &mut warnings)?;
+    let run_command = steps::run_command(ctx, &raw, &names, &dir)?;
+    let device = steps::device(ctx, &raw)?;
+    let (build, run) = steps::step_specs(ctx, &raw, build_command, run_command)?;
+    let output = steps::output(ctx, &raw)?;
 
-    let count =
-        |v: &Option<Spanned<i64>>, field: &str, default: u32, min: i64| -> Result<u32, SpecError> {
-            match v {
-                None => Ok(default),
-                Some(s) if *s.get_ref() >= min && *s.get_ref() <= 1_000_000 => {
-                    Ok(*s.get_ref() as u32)
-                }
-                Some(s) => Err(ctx.at(
-                    s.span(),
-                    field,
-                    format!("must be between {min} and 1000000, found {}", s.get_ref()),
-                )),
-            }
-        };
-    let statistic = match &raw.run.statistic {
-        None => Statistic::Median,
-        Some(s) => Statistic::parse(s.get_ref()).ok_or_else(|| {
-            ctx.at(
-                s.span(),
-                "run.statistic",
-                format!("`{}` is not one of median, min, mean", s.get_ref()),
-            )
-        })?,
+    let params = Known {
+        compile: &compile_params,
+        run: &run_params,
+        shapes: &shapes,
     };
-    let build = BuildSpec {
-        argv: build_argv,
-        timeout: raw::timeout(ctx, "build.timeout_s", raw.build.timeout_s.as_ref(), 120)?,
-        templates: build_templates,
-    };
-    let run = RunSpec {
-        mode,
-        argv: run_argv,
-        timeout: raw::timeout(ctx, "run.timeout_s", raw.run.timeout_s.as_ref(), 60)?,
-        warmup: count(&raw.run.warmup, "run.warmup", 0, 0)?,
-        repeat: count(&raw.run.repeat, "run.repeat", 1, 1)?,
-        statistic,
-        templates: run_templates,
-    };
-
-    // Output.
-    let raw_output = raw.output.as_ref().map(|o| o.get_ref());
-    let raw_output = raw_output.unwrap_or(&RawOutput::EMPTY);
-    let time = regex(ctx, "output.time", &raw_output.time)?;
-    if let (Some(re), Some(src)) = (&time, &raw_output.time) {
-        if re.captures_len() < 2 {
-            return Err(ctx.at(
-                src.span(),
-                "output.time",
-                "the regex needs a capture group around the number, e.g. `time_us=([0-9.]+)`",
-            ));
-        }
-    }
-    let time_unit = match &raw_output.time_unit {
-        None => TimeUnit::Us,
-        Some(s) => TimeUnit::parse(s.get_ref()).ok_or_else(|| {
-            ctx.at(
-                s.span(),
-                "output.time_unit",
-                format!("`{}` is not one of s, ms, us, ns", s.get_ref()),
-            )
-        })?,
-    };
-    let output = OutputSpec {
-        time,
-        time_unit,
-        pass: regex(ctx, "output.pass", &raw_output.pass)?,
-        fail: regex(ctx, "output.fail", &raw_output.fail)?,
-    };
-
-    // Rules and flops.
-    let mut known: Vec<&str> = compile_params
-        .iter()
-        .chain(&run_params)
-        .map(|d| d.name.as_str())
-        .collect();
-    known.extend(shapes.columns.iter().map(String::as_str));
-    let known = known.join(", ");
-    let value_of = |name: &str| -> Option<Vec<String>> {
-        if let Some(d) = compile_params
-            .iter()
-            .chain(&run_params)
-            .find(|d| d.name == name)
-        {
-            return Some(d.values.clone());
-        }
-        shapes.columns.iter().any(|c| c == name).then(|| {
-            shapes
-                .rows
-                .iter()
-                .filter_map(|r| r.get(name).map(str::to_string))
-                .collect()
-        })
-    };
-    let mut rules = Vec::new();
-    for (i, r) in raw.rules.iter().enumerate() {
-        let expr = expression(ctx, &format!("rules[{i}]"), r, &value_of, &known)?;
-        rules.push(Rule {
-            text: r.get_ref().clone(),
-            expr,
-        });
-    }
-    let flops = match &raw.flops {
-        None => None,
-        Some(f) => {
-            let expr = expression(ctx, "flops", f, &value_of, &known)?;
-            if let Some(bad) = expr
-                .idents()
-                .into_iter()
-                .find(|n| !shapes.columns.iter().any(|c| c == n))
-            {
-                return Err(ctx.at(
-                    f.span(),
-                    "flops",
-                    format!("`{bad}` is not a shape column; flops depend on the shape only"),
-                ));
-            }
-            Some(expr)
-        }
-    };
+    let rules = rules(ctx, &raw, &params)?;
+    let flops = flops(ctx, &raw, &params)?;
 
     let mut spec = TuningSpec {
         name: name.clone(),
@@ -495,6 +226,184 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
     };
     spec.warnings.extend(empty_shape_warnings(&spec));
     Ok(spec)
+}
+
+/// The spec as TOML. Syntax first, so that those errors say so; then the schema (unknown and
+/// missing keys, wrong types), whose messages name the key.
+fn parse_toml(path: &Path, text: &str) -> Result<RawSpec, SpecError> {
+    text.parse::<toml::Table>()
+        .map_err(|e| toml_error(path, text, e, "TOML syntax: "))?;
+    toml::from_str(text).map_err(|e| toml_error(path, text, e, ""))
+}
+
+/// The spec's name, which becomes part of file and directory names (`shoal-out/<name>`), so
+/// only letters, digits, `_` and `-`.
+fn check_spec_name<'r>(ctx: Ctx, name: &'r Spanned<String>) -> Result<&'r String, SpecError> {
+    let value = name.get_ref();
+    if value.is_empty()
+        || !value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(ctx.at(
+            name.span(),
+            "name",
+            format!("`{value}` may only use letters, digits, `_` and `-`"),
+        ));
+    }
+    Ok(value)
+}
+
+/// The spec's sources, read and hashed now so that the build identity is fixed at load.
+fn hash_sources(
+    ctx: Ctx,
+    raw: &RawSpec,
+    dir: &Path,
+    limits: &Limits,
+) -> Result<Vec<(String, String)>, SpecError> {
+    let mut source_hashes = Vec::new();
+    for (i, src) in raw.sources.iter().enumerate() {
+        let bytes =
+            read_limited(&dir.join(src.get_ref()), limits.max_source_bytes).map_err(|e| {
+                ctx.at(
+                    src.span(),
+                    format!("sources[{i}]"),
+                    format!("`{}` {e}", src.get_ref()),
+                )
+            })?;
+        source_hashes.push((src.get_ref().clone(), sha256_hex(&bytes)));
+    }
+    Ok(source_hashes)
+}
+
+/// The shapes, from exactly one of `[[shapes]]` and `shapes_csv` (with the CSV file's path,
+/// kept so that a resumed tuning can tell the file changed).
+fn load_shapes(
+    ctx: Ctx,
+    raw: &RawSpec,
+    dir: &Path,
+    limits: &Limits,
+) -> Result<(Shapes, Option<PathBuf>), SpecError> {
+    match (&raw.shapes, &raw.shapes_csv) {
+        (Some(_), Some(csv)) => Err(ctx.at(
+            csv.span(),
+            "shapes_csv",
+            "give either `shapes_csv` or [[shapes]], not both",
+        )),
+        (None, None) => Err(ctx.field(
+            "shapes",
+            "no shapes: give `shapes_csv = \"file.csv\"` or [[shapes]] tables",
+        )),
+        (Some(inline), None) => Ok((shapes::inline(ctx, inline)?, None)),
+        (None, Some(csv)) => {
+            let file = dir.join(csv.get_ref());
+            let shown = shown_path(ctx.path, csv.get_ref());
+            let csv_text = read_limited_text(&file, limits.max_shapes_bytes).map_err(|e| {
+                ctx.at(csv.span(), "shapes_csv", format!("`{}` {e}", csv.get_ref()))
+            })?;
+            Ok((shapes::csv_text(&csv_text, &shown)?, Some(file)))
+        }
+    }
+}
+
+/// Adds the shape columns to the names the parameters took: a column may not reuse a
+/// parameter's name, since both are placeholders of the same commands.
+fn name_shape_columns(
+    ctx: Ctx,
+    raw: &RawSpec,
+    shapes: &Shapes,
+    names: &mut HashMap<String, (Origin, Range<usize>)>,
+) -> Result<(), SpecError> {
+    let shape_span = raw
+        .shapes
+        .as_ref()
+        .map(|s| s.span())
+        .or_else(|| raw.shapes_csv.as_ref().map(|s| s.span()))
+        .unwrap_or(0..0);
+    for column in &shapes.columns {
+        check_name(
+            ctx,
+            column,
+            shape_span.clone(),
+            "shapes",
+            Origin::Shape,
+            names,
+        )?;
+    }
+    Ok(())
+}
+
+/// The names an expression may use (parameters and shape columns) and their values.
+struct Known<'a> {
+    compile: &'a [ParamDef],
+    run: &'a [ParamDef],
+    shapes: &'a Shapes,
+}
+
+impl Known<'_> {
+    /// Every name, in the order of the spec, for "unknown parameter" messages.
+    fn listed(&self) -> String {
+        let mut known: Vec<&str> = self
+            .compile
+            .iter()
+            .chain(self.run)
+            .map(|d| d.name.as_str())
+            .collect();
+        known.extend(self.shapes.columns.iter().map(String::as_str));
+        known.join(", ")
+    }
+
+    /// The values a name takes: a parameter's list, or a shape column's value in every row.
+    fn values_of(&self, name: &str) -> Option<Vec<String>> {
+        if let Some(d) = self.compile.iter().chain(self.run).find(|d| d.name == name) {
+            return Some(d.values.clone());
+        }
+        self.shapes.columns.iter().any(|c| c == name).then(|| {
+            self.shapes
+                .rows
+                .iter()
+                .filter_map(|r| r.get(name).map(str::to_string))
+                .collect()
+        })
+    }
+}
+
+/// The constraint rules, each parsed and its names checked.
+fn rules(ctx: Ctx, raw: &RawSpec, params: &Known) -> Result<Vec<Rule>, SpecError> {
+    let known = params.listed();
+    let value_of = |name: &str| params.values_of(name);
+    let mut rules = Vec::new();
+    for (i, r) in raw.rules.iter().enumerate() {
+        let expr = expression(ctx, &format!("rules[{i}]"), r, &value_of, &known)?;
+        rules.push(Rule {
+            text: r.get_ref().clone(),
+            expr,
+        });
+    }
+    Ok(rules)
+}
+
+/// The FLOP count of a shape, if given: an expression of shape columns only, since it must be
+/// the same for every candidate of a shape to compare their rates.
+fn flops(ctx: Ctx, raw: &RawSpec, params: &Known) -> Result<Option<Expr>, SpecError> {
+    let Some(f) = &raw.flops else {
+        return Ok(None);
+    };
+    let known = params.listed();
+    let value_of = |name: &str| params.values_of(name);
+    let expr = expression(ctx, "flops", f, &value_of, &known)?;
+    if let Some(bad) = expr
+        .idents()
+        .into_iter()
+        .find(|n| !params.shapes.columns.iter().any(|c| c == n))
+    {
+        return Err(ctx.at(
+            f.span(),
+            "flops",
+            format!("`{bad}` is not a shape column; flops depend on the shape only"),
+        ));
+    }
+    Ok(Some(expr))
 }
 
 /// One warning for the shapes the rules leave without a candidate.

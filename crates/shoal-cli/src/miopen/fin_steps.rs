@@ -15,8 +15,8 @@ use shoal_miopen::ConvConfig;
 use shoal_model::{NewSolver, SessionId};
 
 use super::{fin_path, RunArgs};
-use crate::cli::open_migrated;
 use crate::run::{run_session, RunOptions};
+use crate::store_open::open_migrated;
 
 /// Configs per fin call for `applicability`: fin takes a list of jobs and answers all of them.
 const APPLICABILITY_BATCH: usize = 64;

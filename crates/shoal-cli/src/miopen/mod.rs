@@ -14,7 +14,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use shoal_model::SessionId;
 
-use crate::cli::open_migrated;
+use crate::store_open::open_migrated;
 
 /// `shoal import-configs`.
 #[derive(Debug, Args)]

@@ -107,68 +107,11 @@ impl<'a> Values<'a> {
 /// Builds the config of a `conv*` line (direction set to Forward; the caller sets it per
 /// selected direction). `-F` is read by the caller.
 pub(crate) fn build(data_type: DataType, v: &Values) -> Result<ConvConfig, LineError> {
-    let spatial_dim = match v.int(Field::SpatialDim, 2)? {
-        2 => 2u8,
-        3 => 3,
-        other => {
-            return Err(LineError {
-                column: v.text(Field::SpatialDim).map(|(_, c)| c),
-                message: format!("--spatial_dim must be 2 or 3, got {other}"),
-            })
-        }
-    };
+    let spatial_dim = spatial_dim(v)?;
     let three_d = spatial_dim == 3;
-    for (f, what) in [(Field::TensorVect, 0), (Field::VectorLength, 1)] {
-        if v.int(f, what)? != what {
-            return Err(LineError {
-                column: v.col(f),
-                message: "vectorised tensors (-Z/--tensor_vect, -L/--vector_length) are not \
-                          supported: their layouts (NCHWc4 …) have no place in a ConvConfig"
-                    .into(),
-            });
-        }
-    }
-    for f in [Field::InCastType, Field::OutCastType, Field::WeiCastType] {
-        if let Some((text, col)) = v.text(f) {
-            if text != "-1" {
-                return Err(LineError::at(
-                    col,
-                    format!(
-                        "--{} {text}: cast types are not supported (they add `_ci`/`_cw`/`_co` to \
-                         the key, which a ConvConfig cannot hold)",
-                        long_name(f)
-                    ),
-                ));
-            }
-        }
-    }
-    let mode = match v.text(Field::Mode) {
-        None => ConvMode::Conv,
-        Some((m, col)) => match m.to_ascii_lowercase().as_str() {
-            "conv" => ConvMode::Conv,
-            "trans" => ConvMode::Trans,
-            _ => {
-                return Err(LineError::at(
-                    col,
-                    format!("-m/--mode must be conv or trans, got `{m}`"),
-                ))
-            }
-        },
-    };
-    let pad_mode = match v.text(Field::PadMode) {
-        None => PadMode::Default,
-        Some((m, col)) => match m.to_ascii_lowercase().as_str() {
-            "default" => PadMode::Default,
-            "same" => PadMode::Same,
-            "valid" => PadMode::Valid,
-            _ => {
-                return Err(LineError::at(
-                    col,
-                    format!("-z/--pad_mode must be default, same or valid, got `{m}`"),
-                ))
-            }
-        },
-    };
+    refuse_unsupported(v)?;
+    let mode = mode(v)?;
+    let pad_mode = pad_mode(v)?;
     let default_layout = if three_d { "NCDHW" } else { "NCHW" };
     let layout = |f: Field| -> Result<String, LineError> {
         let Some((text, col)) = v.text(f) else {
@@ -238,6 +181,85 @@ pub(crate) fn build(data_type: DataType, v: &Values) -> Result<ConvConfig, LineE
         message: e,
     })?;
     Ok(c)
+}
+
+/// `--spatial_dim`: 2 (the default) or 3.
+fn spatial_dim(v: &Values) -> Result<u8, LineError> {
+    match v.int(Field::SpatialDim, 2)? {
+        2 => Ok(2u8),
+        3 => Ok(3),
+        other => Err(LineError {
+            column: v.text(Field::SpatialDim).map(|(_, c)| c),
+            message: format!("--spatial_dim must be 2 or 3, got {other}"),
+        }),
+    }
+}
+
+/// Refuses what changes the key in ways a [`ConvConfig`] cannot hold: vectorised tensors and
+/// cast types.
+fn refuse_unsupported(v: &Values) -> Result<(), LineError> {
+    for (f, what) in [(Field::TensorVect, 0), (Field::VectorLength, 1)] {
+        if v.int(f, what)? != what {
+            return Err(LineError {
+                column: v.col(f),
+                message: "vectorised tensors (-Z/--tensor_vect, -L/--vector_length) are not \
+                          supported: their layouts (NCHWc4 …) have no place in a ConvConfig"
+                    .into(),
+            });
+        }
+    }
+    for f in [Field::InCastType, Field::OutCastType, Field::WeiCastType] {
+        if let Some((text, col)) = v.text(f) {
+            if text != "-1" {
+                return Err(LineError::at(
+                    col,
+                    format!(
+                        "--{} {text}: cast types are not supported (they add `_ci`/`_cw`/`_co` to \
+                         the key, which a ConvConfig cannot hold)",
+                        long_name(f)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `-m/--mode`: conv (the default) or trans, in any case.
+fn mode(v: &Values) -> Result<ConvMode, LineError> {
+    let mode = match v.text(Field::Mode) {
+        None => ConvMode::Conv,
+        Some((m, col)) => match m.to_ascii_lowercase().as_str() {
+            "conv" => ConvMode::Conv,
+            "trans" => ConvMode::Trans,
+            _ => {
+                return Err(LineError::at(
+                    col,
+                    format!("-m/--mode must be conv or trans, got `{m}`"),
+                ))
+            }
+        },
+    };
+    Ok(mode)
+}
+
+/// `-z/--pad_mode`: default, same or valid, in any case.
+fn pad_mode(v: &Values) -> Result<PadMode, LineError> {
+    let pad_mode = match v.text(Field::PadMode) {
+        None => PadMode::Default,
+        Some((m, col)) => match m.to_ascii_lowercase().as_str() {
+            "default" => PadMode::Default,
+            "same" => PadMode::Same,
+            "valid" => PadMode::Valid,
+            _ => {
+                return Err(LineError::at(
+                    col,
+                    format!("-z/--pad_mode must be default, same or valid, got `{m}`"),
+                ))
+            }
+        },
+    };
+    Ok(pad_mode)
 }
 
 /// The column of the flag an error message of [`ConvConfig::validate`] is about.

@@ -294,29 +294,8 @@ pub(crate) fn parse_config_at(
     let cmd = at.req_str("cmd")?;
     let data_type = DataType::from_driver_command(&cmd)
         .ok_or_else(|| at.err(format!("unknown convolution cmd {cmd:?}")))?;
-    let direction =
-        match at.get("direction")? {
-            Some(d) => {
-                let s = d.str()?;
-                let mut chars = s.chars();
-                match (chars.next().and_then(Direction::from_letter), chars.next()) {
-                    (Some(dir), None) => dir,
-                    _ => return Err(d.err(format!("expected \"F\", \"B\" or \"W\", found {s:?}"))),
-                }
-            }
-            None => match job_direction {
-                Some(1) => Direction::Forward,
-                Some(2) => Direction::BackwardData,
-                Some(4) => Direction::BackwardWeights,
-                _ => return Err(at.err(
-                    "missing key `direction` (and the job has no top-level direction 1, 2 or 4)",
-                )),
-            },
-        };
-    let spatial_dim = at.opt_u64("spatial_dim")?.unwrap_or(2);
-    if spatial_dim != 2 && spatial_dim != 3 {
-        return Err(at.err(format!("unsupported spatial_dim {spatial_dim}")));
-    }
+    let direction = config_direction(at, job_direction)?;
+    let spatial_dim = spatial_dim(at)?;
     let three_d = spatial_dim == 3;
     let req = |k: &str| -> Result<u32, FinError> {
         let a = at.req(k)?;
@@ -336,20 +315,8 @@ pub(crate) fn parse_config_at(
             Ok(two_d)
         }
     };
-    let mode = match at.opt_str("mode")?.as_deref() {
-        None | Some("conv") => ConvMode::Conv,
-        Some("trans") => ConvMode::Trans,
-        Some(other) => {
-            return Err(at
-                .req("mode")?
-                .err(format!("expected \"conv\" or \"trans\", found {other:?}")))
-        }
-    };
-    let pad_mode = match at.opt_str("pad_mode")?.as_deref() {
-        Some("same") => PadMode::Same,
-        Some("valid") => PadMode::Valid,
-        _ => PadMode::Default,
-    };
+    let mode = mode(at)?;
+    let pad_mode = pad_mode(at)?;
     let default_layout = if three_d { "NCDHW" } else { "NCHW" };
     let layout = |keys: &[&str]| -> Result<String, FinError> {
         for k in keys {
@@ -391,4 +358,62 @@ pub(crate) fn parse_config_at(
         fil_layout: layout(&["wei_layout", "fil_layout"])?,
         out_layout: layout(&["out_layout"])?,
     })
+}
+
+/// The config's `direction` letter or, in the older MIFin fixtures that have none, the job's
+/// top-level direction (1, 2, 4).
+fn config_direction(at: &At<'_>, job_direction: Option<i64>) -> Result<Direction, FinError> {
+    let direction =
+        match at.get("direction")? {
+            Some(d) => {
+                let s = d.str()?;
+                let mut chars = s.chars();
+                match (chars.next().and_then(Direction::from_letter), chars.next()) {
+                    (Some(dir), None) => dir,
+                    _ => return Err(d.err(format!("expected \"F\", \"B\" or \"W\", found {s:?}"))),
+                }
+            }
+            None => match job_direction {
+                Some(1) => Direction::Forward,
+                Some(2) => Direction::BackwardData,
+                Some(4) => Direction::BackwardWeights,
+                _ => return Err(at.err(
+                    "missing key `direction` (and the job has no top-level direction 1, 2 or 4)",
+                )),
+            },
+        };
+    Ok(direction)
+}
+
+/// `spatial_dim`: 2 (the default) or 3.
+fn spatial_dim(at: &At<'_>) -> Result<u64, FinError> {
+    let spatial_dim = at.opt_u64("spatial_dim")?.unwrap_or(2);
+    if spatial_dim != 2 && spatial_dim != 3 {
+        return Err(at.err(format!("unsupported spatial_dim {spatial_dim}")));
+    }
+    Ok(spatial_dim)
+}
+
+/// `mode`: conv (the default) or trans.
+fn mode(at: &At<'_>) -> Result<ConvMode, FinError> {
+    let mode = match at.opt_str("mode")?.as_deref() {
+        None | Some("conv") => ConvMode::Conv,
+        Some("trans") => ConvMode::Trans,
+        Some(other) => {
+            return Err(at
+                .req("mode")?
+                .err(format!("expected \"conv\" or \"trans\", found {other:?}")))
+        }
+    };
+    Ok(mode)
+}
+
+/// `pad_mode`: same or valid; anything else, or none, is the default.
+fn pad_mode(at: &At<'_>) -> Result<PadMode, FinError> {
+    let pad_mode = match at.opt_str("pad_mode")?.as_deref() {
+        Some("same") => PadMode::Same,
+        Some("valid") => PadMode::Valid,
+        _ => PadMode::Default,
+    };
+    Ok(pad_mode)
 }

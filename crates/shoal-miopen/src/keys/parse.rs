@@ -23,133 +23,223 @@ pub fn parse_find_db_key(key: &str) -> Result<ConvConfig, String> {
 /// As [`parse_find_db_key`], with the byte offset (in `key`) of the field at fault.
 pub(crate) fn parse_key_at(key: &str) -> Result<ConvConfig, (usize, String)> {
     let key = key.split('=').next().unwrap_or("").trim_end();
+    let fields = split_fields(key);
+    let three_d = is_three_d(&fields)?;
+    let mut r = Reader {
+        fields: &fields,
+        pos: 0,
+    };
+    let geometry = Geometry::read(&mut r, if three_d { 3 } else { 2 })?;
+    let tail = Tail::read(&mut r, fields.len())?;
+    let config = driver_view(&geometry, tail, three_d);
+    with_consistent_output(config, &geometry, three_d)
+}
+
+/// The key's `-`-separated fields, each with its byte offset in the key.
+fn split_fields(key: &str) -> Vec<(usize, &str)> {
     let mut fields = Vec::new();
     let mut offset = 0;
     for f in key.split('-') {
         fields.push((offset, f));
         offset += f.len() + 1;
     }
+    fields
+}
+
+/// Whether the key is 3-D, told by its field count and the shape of its filter field; a key of
+/// neither shape is not a find-db key at all.
+fn is_three_d(fields: &[(usize, &str)]) -> Result<bool, (usize, String)> {
     let n = fields.len();
     let parts = |i: usize| fields.get(i).map_or(0, |(_, f)| f.split('x').count());
-    let three_d = match n {
-        15 if parts(3) == 2 => false,
-        17 if parts(3) == 2 => false,
-        17 | 19 if parts(4) == 3 => true,
-        _ => {
-            return Err((
-                0,
-                format!(
-                    "not a find-db key: {n} `-`-separated fields; a 2-D key has 15 (17 with three \
-                     layouts), a 3-D key 17 (19), e.g. \
-                     256-28-28-3x3-512-28-28-128-1x1-1x1-1x1-0-NCHW-FP32-F"
-                ),
-            ))
-        }
-    };
-    let mut r = Reader {
-        fields: &fields,
-        pos: 0,
-    };
-    let sd = if three_d { 3 } else { 2 };
-    let in_c = r.int("input channels")?;
-    let in_dhw = r.extents(sd, "input")?;
-    let fil = r.triple(sd, "filter")?;
-    let out_c = r.int("output channels")?;
-    let out_dhw = r.extents(sd, "output")?;
-    let batch = r.int("batch size")?;
-    let pad = r.triple(sd, "pad")?;
-    let stride = r.triple(sd, "stride")?;
-    let dilation = r.triple(sd, "dilation")?;
-    let (bias_at, bias) = r.next();
-    if bias != "0" {
-        return Err((
-            bias_at,
-            format!("bias field is `{bias}`: convolution keys have bias 0"),
-        ));
+    match n {
+        15 if parts(3) == 2 => Ok(false),
+        17 if parts(3) == 2 => Ok(false),
+        17 | 19 if parts(4) == 3 => Ok(true),
+        _ => Err((
+            0,
+            format!(
+                "not a find-db key: {n} `-`-separated fields; a 2-D key has 15 (17 with three \
+                 layouts), a 3-D key 17 (19), e.g. \
+                 256-28-28-3x3-512-28-28-128-1x1-1x1-1x1-0-NCHW-FP32-F"
+            ),
+        )),
     }
-    let layouts: Vec<(usize, &str)> = (0..n - r.pos - 2).map(|_| r.next()).collect();
-    let (dt_at, dt) = r.next();
-    let data_type = match dt {
-        "FP32" => DataType::Fp32,
-        "FP16" => DataType::Fp16,
-        "BF16" => DataType::Bf16,
-        "INT8" | "INT8INT8INT32" => DataType::Int8,
-        "FP8" => DataType::Fp8,
-        "BF8" => DataType::Bf8,
-        _ => return Err((dt_at, format!("unknown data type `{dt}` in find-db key"))),
-    };
-    let (dir_at, last) = r.next();
+}
+
+/// The numeric fields of a key, in the key's view (for `B` and `W` its input is dy). Extents
+/// and triples are `[d, h, w]`, with a 2-D key's depth as [`Reader`] fills it.
+struct Geometry {
+    in_c: u32,
+    in_dhw: [u32; 3],
+    fil: [u32; 3],
+    out_c: u32,
+    out_dhw: [u32; 3],
+    batch: u32,
+    pad: [u32; 3],
+    stride: [u32; 3],
+    dilation: [u32; 3],
+}
+
+impl Geometry {
+    /// Reads the fields from the input channels to the bias, which must be 0.
+    fn read(r: &mut Reader, sd: usize) -> Result<Geometry, (usize, String)> {
+        let geometry = Geometry {
+            in_c: r.int("input channels")?,
+            in_dhw: r.extents(sd, "input")?,
+            fil: r.triple(sd, "filter")?,
+            out_c: r.int("output channels")?,
+            out_dhw: r.extents(sd, "output")?,
+            batch: r.int("batch size")?,
+            pad: r.triple(sd, "pad")?,
+            stride: r.triple(sd, "stride")?,
+            dilation: r.triple(sd, "dilation")?,
+        };
+        let (bias_at, bias) = r.next();
+        if bias != "0" {
+            return Err((
+                bias_at,
+                format!("bias field is `{bias}`: convolution keys have bias 0"),
+            ));
+        }
+        Ok(geometry)
+    }
+}
+
+/// The fields after the bias: one or three layouts, the data type, and the direction with its
+/// optional `_g<groups>` suffix.
+struct Tail {
+    /// (input, weights, output) layouts in the key's view; one layout stands for all three.
+    layouts: (String, String, String),
+    data_type: DataType,
+    direction: Direction,
+    group_count: u32,
+}
+
+impl Tail {
+    /// Reads the rest of the `n` fields.
+    fn read(r: &mut Reader, n: usize) -> Result<Tail, (usize, String)> {
+        let layouts: Vec<(usize, &str)> = (0..n - r.pos - 2).map(|_| r.next()).collect();
+        let (dt_at, dt) = r.next();
+        let data_type = data_type(dt_at, dt)?;
+        let (dir_at, last) = r.next();
+        let (direction, group_count) = direction_and_groups(dir_at, last)?;
+        let layout = |i: usize| layouts[i].1.to_string();
+        let layouts = match layouts.len() {
+            1 => (layout(0), layout(0), layout(0)),
+            _ => (layout(0), layout(1), layout(2)),
+        };
+        Ok(Tail {
+            layouts,
+            data_type,
+            direction,
+            group_count,
+        })
+    }
+}
+
+/// A key's data type field.
+fn data_type(at: usize, dt: &str) -> Result<DataType, (usize, String)> {
+    match dt {
+        "FP32" => Ok(DataType::Fp32),
+        "FP16" => Ok(DataType::Fp16),
+        "BF16" => Ok(DataType::Bf16),
+        "INT8" | "INT8INT8INT32" => Ok(DataType::Int8),
+        "FP8" => Ok(DataType::Fp8),
+        "BF8" => Ok(DataType::Bf8),
+        _ => Err((at, format!("unknown data type `{dt}` in find-db key"))),
+    }
+}
+
+/// The last field: the direction letter, then `_g<groups>` for a grouped convolution.
+fn direction_and_groups(at: usize, last: &str) -> Result<(Direction, u32), (usize, String)> {
     let (dir, suffix) = last.split_at(last.len().min(1));
     let direction = dir
         .chars()
         .next()
         .and_then(Direction::from_letter)
-        .ok_or_else(|| (dir_at, format!("direction `{dir}` is not F, B or W")))?;
+        .ok_or_else(|| (at, format!("direction `{dir}` is not F, B or W")))?;
     let group_count = match suffix {
         "" => 1,
         s => match s.strip_prefix("_g").map(str::parse::<u32>) {
             Some(Ok(g)) if g >= 1 => g,
             _ => {
                 return Err((
-                    dir_at + 1,
+                    at + 1,
                     format!("unsupported key suffix `{s}` (only `_g<groups>` is known here)"),
                 ))
             }
         },
     };
-    let layout = |i: usize| layouts[i].1.to_string();
-    let (key_in, key_wei, key_out) = match layouts.len() {
-        1 => (layout(0), layout(0), layout(0)),
-        _ => (layout(0), layout(1), layout(2)),
-    };
-    // Back to the driver's view: for B and W the key's `in` is dy (K channels, output extents).
-    let forward = direction == Direction::Forward;
-    let (x_c, x_dhw, y_c, y_dhw) = if forward {
-        (in_c, in_dhw, out_c, out_dhw)
+    Ok((direction, group_count))
+}
+
+/// The key's x and y extents in the driver's view: for B and W the key's `in` is dy (K
+/// channels, output extents), so they swap back. Returns (x channels, x extents, y channels,
+/// y extents).
+fn driver_tensors(g: &Geometry, direction: Direction) -> (u32, [u32; 3], u32, [u32; 3]) {
+    if direction == Direction::Forward {
+        (g.in_c, g.in_dhw, g.out_c, g.out_dhw)
     } else {
-        (out_c, out_dhw, in_c, in_dhw)
-    };
-    let (in_layout, out_layout) = if forward {
+        (g.out_c, g.out_dhw, g.in_c, g.in_dhw)
+    }
+}
+
+/// The config the key describes, in the driver's view, with the default pad mode.
+fn driver_view(g: &Geometry, tail: Tail, three_d: bool) -> ConvConfig {
+    let direction = tail.direction;
+    let (x_c, x_dhw, y_c, _) = driver_tensors(g, direction);
+    let (key_in, key_wei, key_out) = tail.layouts;
+    let (in_layout, out_layout) = if direction == Direction::Forward {
         (key_in, key_out)
     } else {
         (key_out, key_in)
     };
     let depth = |v: [u32; 3], two_d: u32| if three_d { v[0] } else { two_d };
-    let config = ConvConfig {
-        data_type,
+    ConvConfig {
+        data_type: tail.data_type,
         direction,
-        spatial_dim: sd as u8,
-        batchsize: batch,
+        spatial_dim: if three_d { 3 } else { 2 },
+        batchsize: g.batch,
         in_channels: x_c,
         in_d: depth(x_dhw, 1),
         in_h: x_dhw[1],
         in_w: x_dhw[2],
         out_channels: y_c,
-        fil_d: depth(fil, 1),
-        fil_h: fil[1],
-        fil_w: fil[2],
-        pad_d: depth(pad, 0),
-        pad_h: pad[1],
-        pad_w: pad[2],
-        conv_stride_d: depth(stride, 1),
-        conv_stride_h: stride[1],
-        conv_stride_w: stride[2],
-        dilation_d: depth(dilation, 1),
-        dilation_h: dilation[1],
-        dilation_w: dilation[2],
+        fil_d: depth(g.fil, 1),
+        fil_h: g.fil[1],
+        fil_w: g.fil[2],
+        pad_d: depth(g.pad, 0),
+        pad_h: g.pad[1],
+        pad_w: g.pad[2],
+        conv_stride_d: depth(g.stride, 1),
+        conv_stride_h: g.stride[1],
+        conv_stride_w: g.stride[2],
+        dilation_d: depth(g.dilation, 1),
+        dilation_h: g.dilation[1],
+        dilation_w: g.dilation[2],
         trans_output_pad_d: 0,
         trans_output_pad_h: 0,
         trans_output_pad_w: 0,
-        group_count,
+        group_count: tail.group_count,
         mode: ConvMode::Conv,
         pad_mode: PadMode::Default,
         in_layout,
         fil_layout: key_wei,
         out_layout,
-    };
-    // The key's output must follow from its input. `same`/`valid` padding is not in the key, but
-    // it can make the output differ from what the pads give (an even filter padded `same`):
-    // such a key reads back with the pad mode that explains it.
+    }
+}
+
+/// The key's output must follow from its input. `same`/`valid` padding is not in the key, but
+/// it can make the output differ from what the pads give (an even filter padded `same`): such a
+/// key reads back with the pad mode that explains it. A key that none explains is an error
+/// naming both sizes.
+fn with_consistent_output(
+    config: ConvConfig,
+    g: &Geometry,
+    three_d: bool,
+) -> Result<ConvConfig, (usize, String)> {
+    let forward = config.direction == Direction::Forward;
+    let (_, x_dhw, _, y_dhw) = driver_tensors(g, config.direction);
     let output = |c: &ConvConfig| -> Result<[u32; 3], String> {
         c.validate()?;
         let (od, oh, ow) = output_dims(c)?;

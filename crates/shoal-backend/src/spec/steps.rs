@@ -1,0 +1,230 @@
+//! The steps of a spec, checked: the build and run commands, where runs happen (`device`), the
+//! run counts and limits, and how a run's output is read (`[output]`). Split from
+//! `validate.rs`, which calls these in the order a spec's errors are reported in.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+
+use regex::Regex;
+use toml::Spanned;
+
+use super::commands::{check_program, placeholder_rule, templates};
+use super::error::{Ctx, SpecError};
+use super::raw::{self, RawOutput, RawSpec};
+use super::template::Template;
+use super::validate::Origin;
+use super::{BuildSpec, DeviceClass, OutputSpec, RunMode, RunSpec, Statistic, TimeUnit};
+
+/// The names of the spec (parameters and shape columns) and where each comes from, which decide
+/// the placeholders each command may use.
+pub(super) type Names = HashMap<String, (Origin, Range<usize>)>;
+
+/// A command's argv as written and its parsed templates.
+pub(super) type Command = (Vec<String>, Vec<Template>);
+
+/// The build command: its argv, placeholders (compile parameters and the build's own) and
+/// program. A command that never names `{out}` is allowed, since the build may write to
+/// `$SHOAL_OUT`, but is warned about, as it is usually a mistake.
+pub(super) fn build_command(
+    ctx: Ctx,
+    raw: &RawSpec,
+    names: &Names,
+    dir: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Command, SpecError> {
+    let build_argv = raw::command(ctx, "build.command", &raw.build.command)?;
+    let build_templates = templates(
+        ctx,
+        "build.command",
+        &raw.build.command,
+        &build_argv,
+        &placeholder_rule(names, true),
+    )?;
+    check_program(
+        ctx,
+        "build.command",
+        &raw.build.command,
+        &build_templates[0],
+        dir,
+    )?;
+    if !build_templates.iter().any(|t| t.vars().any(|v| v == "out")) {
+        warnings.push(format!(
+            "{}: build.command does not name `{{out}}`; the build must write the artifact to $SHOAL_OUT",
+            ctx.path.display()
+        ));
+    }
+    Ok((build_argv, build_templates))
+}
+
+/// The run mode and, in process mode, the run command. Library mode has neither a command nor
+/// an `[output]` section: the runner calls the artifact's entry points and they report the
+/// times and the verdict, so either would be a misunderstanding worth an error.
+pub(super) fn run_command(
+    ctx: Ctx,
+    raw: &RawSpec,
+    names: &Names,
+    dir: &Path,
+) -> Result<(RunMode, Command), SpecError> {
+    let mode = match &raw.run.mode {
+        None => RunMode::Process,
+        Some(m) => RunMode::parse(m.get_ref()).ok_or_else(|| {
+            ctx.at(
+                m.span(),
+                "run.mode",
+                format!("`{}` is not one of process, library", m.get_ref()),
+            )
+        })?,
+    };
+    let command = match (mode, &raw.run.command) {
+        (RunMode::Process, None) => {
+            return Err(ctx.field(
+                "run.command",
+                "missing: a process-mode run needs a command (or set `mode = \"library\"`)",
+            ))
+        }
+        (RunMode::Process, Some(command)) => {
+            let argv = raw::command(ctx, "run.command", command)?;
+            let templates = templates(
+                ctx,
+                "run.command",
+                command,
+                &argv,
+                &placeholder_rule(names, false),
+            )?;
+            check_program(ctx, "run.command", command, &templates[0], dir)?;
+            (argv, templates)
+        }
+        (RunMode::Library, Some(command)) => {
+            return Err(ctx.at(
+                command.span(),
+                "run.command",
+                "a library-mode run has no command: Shoal's runner loads the artifact and calls its entry points (include/shoal_kernel.h)",
+            ))
+        }
+        (RunMode::Library, None) => (Vec::new(), Vec::new()),
+    };
+    if let (RunMode::Library, Some(output)) = (mode, &raw.output) {
+        return Err(ctx.at(
+            output.span(),
+            "output",
+            "a library-mode run reports its times and verdict through shoal_run; [output] applies to process mode only",
+        ));
+    }
+    Ok((mode, command))
+}
+
+/// Where the candidates run: the CPU unless the spec says `gpu`.
+pub(super) fn device(ctx: Ctx, raw: &RawSpec) -> Result<DeviceClass, SpecError> {
+    match &raw.device {
+        None => Ok(DeviceClass::Cpu),
+        Some(d) => DeviceClass::parse(d.get_ref()).ok_or_else(|| {
+            ctx.at(
+                d.span(),
+                "device",
+                format!("`{}` is not one of cpu, gpu", d.get_ref()),
+            )
+        }),
+    }
+}
+
+/// The two steps from their checked commands, with their timeouts, the run counts and the
+/// statistic. A count is bounded so that a typo cannot make one candidate run for days.
+pub(super) fn step_specs(
+    ctx: Ctx,
+    raw: &RawSpec,
+    (build_argv, build_templates): Command,
+    (mode, (run_argv, run_templates)): (RunMode, Command),
+) -> Result<(BuildSpec, RunSpec), SpecError> {
+    let count =
+        |v: &Option<Spanned<i64>>, field: &str, default: u32, min: i64| -> Result<u32, SpecError> {
+            match v {
+                None => Ok(default),
+                Some(s) if *s.get_ref() >= min && *s.get_ref() <= 1_000_000 => {
+                    Ok(*s.get_ref() as u32)
+                }
+                Some(s) => Err(ctx.at(
+                    s.span(),
+                    field,
+                    format!("must be between {min} and 1000000, found {}", s.get_ref()),
+                )),
+            }
+        };
+    let statistic = match &raw.run.statistic {
+        None => Statistic::Median,
+        Some(s) => Statistic::parse(s.get_ref()).ok_or_else(|| {
+            ctx.at(
+                s.span(),
+                "run.statistic",
+                format!("`{}` is not one of median, min, mean", s.get_ref()),
+            )
+        })?,
+    };
+    let build = BuildSpec {
+        argv: build_argv,
+        timeout: raw::timeout(ctx, "build.timeout_s", raw.build.timeout_s.as_ref(), 120)?,
+        templates: build_templates,
+    };
+    let run = RunSpec {
+        mode,
+        argv: run_argv,
+        timeout: raw::timeout(ctx, "run.timeout_s", raw.run.timeout_s.as_ref(), 60)?,
+        warmup: count(&raw.run.warmup, "run.warmup", 0, 0)?,
+        repeat: count(&raw.run.repeat, "run.repeat", 1, 1)?,
+        statistic,
+        templates: run_templates,
+    };
+    Ok((build, run))
+}
+
+/// How a process-mode run's output is read: the time (a regex with a capture group around the
+/// number, and its unit) and the pass and fail patterns. All optional; an absent `[output]`
+/// reads as an empty one.
+pub(super) fn output(ctx: Ctx, raw: &RawSpec) -> Result<OutputSpec, SpecError> {
+    let raw_output = raw.output.as_ref().map(|o| o.get_ref());
+    let raw_output = raw_output.unwrap_or(&RawOutput::EMPTY);
+    let time = regex(ctx, "output.time", &raw_output.time)?;
+    if let (Some(re), Some(src)) = (&time, &raw_output.time) {
+        if re.captures_len() < 2 {
+            return Err(ctx.at(
+                src.span(),
+                "output.time",
+                "the regex needs a capture group around the number, e.g. `time_us=([0-9.]+)`",
+            ));
+        }
+    }
+    let time_unit = match &raw_output.time_unit {
+        None => TimeUnit::Us,
+        Some(s) => TimeUnit::parse(s.get_ref()).ok_or_else(|| {
+            ctx.at(
+                s.span(),
+                "output.time_unit",
+                format!("`{}` is not one of s, ms, us, ns", s.get_ref()),
+            )
+        })?,
+    };
+    Ok(OutputSpec {
+        time,
+        time_unit,
+        pass: regex(ctx, "output.pass", &raw_output.pass)?,
+        fail: regex(ctx, "output.fail", &raw_output.fail)?,
+    })
+}
+
+/// Compiles an optional regex field; the error is the regex crate's, on one line.
+fn regex(
+    ctx: Ctx,
+    field: &str,
+    value: &Option<Spanned<String>>,
+) -> Result<Option<Regex>, SpecError> {
+    let Some(value) = value else { return Ok(None) };
+    Regex::new(value.get_ref()).map(Some).map_err(|e| {
+        let msg = e
+            .to_string()
+            .lines()
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ");
+        ctx.at(value.span(), field, format!("invalid regex: {msg}"))
+    })
+}

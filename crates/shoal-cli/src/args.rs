@@ -1,0 +1,286 @@
+//! The commands and their flags, as clap parses them; `--help` text lives on the definitions
+//! here. Kept apart from `cli.rs` (which carries the commands out) so that a subcommand module
+//! that takes these flags, such as `tune.rs` with [`TuneArgs`], does not depend on the
+//! dispatcher that calls it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::logging::LogFormat;
+
+/// Shoal tunes kernels: it compiles every candidate parameter set, times each on the device it
+/// will run on, keeps every result in a database, and writes the best parameters per shape.
+#[derive(Debug, Parser)]
+#[command(name = "shoal", version, about, long_about = None)]
+pub struct Cli {
+    /// Log format on stderr (level from RUST_LOG, default info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// The store: a SQLite database file, created if missing.
+    #[arg(long, global = true, default_value = "shoal.db", env = "SHOAL_DB_FILE")]
+    pub db: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Tune a kernel described by a tuning spec (TOML), end to end, in this process.
+    ///
+    /// Creates (or resumes) a session for this machine's device, loads one job per shape and
+    /// candidate, compiles every distinct compile-time parameter set once, times every candidate,
+    /// and writes the best candidate per shape as CSV and JSON under --out. Run it again after
+    /// Ctrl-C or a crash: it resumes and redoes nothing that finished.
+    Tune(TuneArgs),
+    /// Check a tuning spec and show its parameter space, without creating anything.
+    Check {
+        /// The tuning spec (TOML).
+        spec: PathBuf,
+        /// Print the builds instead, one line per distinct compile-time parameter set:
+        /// `<PARAMS>\t<SHAPES>\t<ARGV>`, where SHAPES are the shapes it has candidates for
+        /// (separated by `;`) and ARGV is its build command with `{out}` left in place. For
+        /// scripts that compare other ways of tuning on exactly the same space.
+        #[arg(long)]
+        list_builds: bool,
+        /// Refuse a spec that would produce more candidates than this (compile sets × run
+        /// sets × shapes, before the rules).
+        #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES)]
+        max_candidates: u64,
+    },
+    /// Database maintenance.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
+    /// List the sessions in the store with their progress.
+    Sessions,
+    /// Show job counts per state for a session.
+    Status {
+        /// Session id (default: the newest).
+        #[arg(long)]
+        session: Option<i64>,
+    },
+    /// Write a session's results into a directory: the tuned table (CSV and JSON) of a
+    /// command-backend session, or MIOpen's databases of a MIOpen session.
+    Export {
+        /// Session id.
+        #[arg(long)]
+        session: i64,
+        /// Output directory. With --cluster: a relative directory inside the exporter's
+        /// `--export-dir` on its host.
+        #[arg(short = 'o', long)]
+        out: PathBuf,
+        /// MIOpen: write the find db `<base>.HIP.fdb.txt`.
+        #[arg(long)]
+        find_db: bool,
+        /// MIOpen: write the perf db, SQLite `<base>.db` and text `<base>.db.txt`.
+        #[arg(long)]
+        perf_db: bool,
+        /// MIOpen: write the kernel db `<base>.kdb`.
+        #[arg(long)]
+        kern_db: bool,
+        /// Cluster mode: ask the cluster's exporter (`shoal worker --role exporter`) to write the
+        /// tuned table into the directory on its host, instead of writing it here.
+        #[arg(long)]
+        cluster: bool,
+    },
+    /// List the devices this host can evaluate on, as the GpuMonitor sees them.
+    Devices,
+    /// Import MIOpenDriver command lines as configs with a tag (deduplicated).
+    ///
+    /// Accepts conv, convfp16, convbfp16 and convint8 lines, short and long flags, 2-D and 3-D,
+    /// layouts and groups, prefixes such as `miopenConvolutionForward: ./bin/MIOpenDriver …`, and
+    /// find-db keys. A line with no -F takes its direction from the API name in its prefix, else
+    /// is expanded into all three directions; -F 0 means all three. Lines for other primitives
+    /// are counted and skipped. A line that cannot be parsed is reported as file:line, and then
+    /// nothing is written unless --skip-bad is given.
+    ImportConfigs(crate::miopen::ImportArgs),
+    /// MIOpen tools.
+    Miopen {
+        #[command(subcommand)]
+        command: crate::miopen::MiopenCommand,
+    },
+    /// MIOpen solvers.
+    Solvers {
+        #[command(subcommand)]
+        command: crate::miopen::SolversCommand,
+    },
+    /// MIOpen tuning sessions.
+    Session {
+        #[command(subcommand)]
+        command: crate::miopen::SessionCommand,
+    },
+    /// Which MIOpen solvers apply to which configs.
+    Applicability {
+        #[command(subcommand)]
+        command: crate::miopen::ApplicabilityCommand,
+    },
+    /// Tuning jobs.
+    Jobs {
+        #[command(subcommand)]
+        command: crate::miopen::JobsCommand,
+    },
+    /// Run the actors of one or more roles of the cluster over RabbitMQ and MySQL, until
+    /// SIGTERM or Ctrl-C (then drain). Connection settings: SHOAL_BROKER, SHOAL_DB or --config.
+    Worker(crate::worker::WorkerArgs),
+    /// Send an order to the cluster's workers: pause or resume a device, drain a host, or
+    /// restart one of its actors.
+    Control {
+        #[command(subcommand)]
+        command: ControlCommand,
+    },
+    /// Measure Shoal itself.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+    /// Run a session's jobs to the end in this process (compile, evaluate, record), resuming
+    /// whatever an earlier run left.
+    Run(crate::miopen::RunArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ControlCommand {
+    /// Stop evaluating on a device (its Evaluators stop consuming) until resumed.
+    Pause {
+        /// The host (as its workers name it), or `any`.
+        #[arg(long)]
+        host: String,
+        /// The device id (see `shoal devices`), e.g. amdgpu0.
+        #[arg(long)]
+        device: String,
+    },
+    /// Evaluate on a paused device again.
+    Resume {
+        #[arg(long)]
+        host: String,
+        #[arg(long)]
+        device: String,
+    },
+    /// Let a host's workers finish what they hold, take no more work, and exit.
+    Drain {
+        /// The host, or `any` for every worker of the deployment.
+        #[arg(long)]
+        host: String,
+    },
+    /// Restart one actor of a host's workers with clean state, without restarting the process:
+    /// it is stopped as at shutdown (work in hand is handed back to the Scheduler, a Scheduler
+    /// applies the replies it holds), then started again from nothing with the same settings.
+    /// For an actor that is stuck or misbehaving; the worker's log says when it is back.
+    Restart {
+        /// Which actor.
+        #[arg(value_enum)]
+        actor: RestartableActor,
+        /// The host name: every worker process of that host that runs the actor restarts it.
+        /// `any`: every worker of the deployment that runs it.
+        #[arg(long)]
+        host: String,
+    },
+}
+
+/// The actors `shoal control restart` can restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RestartableActor {
+    Scheduler,
+    Compiler,
+    Evaluator,
+    Exporter,
+}
+
+impl RestartableActor {
+    /// The name the worker knows it by (`shoal_actors::cluster::RESTARTABLE`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartableActor::Scheduler => "scheduler",
+            RestartableActor::Compiler => "compiler",
+            RestartableActor::Evaluator => "evaluator",
+            RestartableActor::Exporter => "exporter",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Push N jobs of the no-op backend through the whole path and print
+    /// `dispatch mode=<mode> jobs=<N> secs=<S> jobs_per_s=<R>`.
+    Dispatch(crate::bench::DispatchArgs),
+    /// Publish what an attacker with broker access but without the signing key would send
+    /// (garbage, a length bomb, forged replies and orders about real jobs) to the cluster
+    /// named by the environment, and print `hostile published=<n> …`. The cluster must
+    /// refuse all of it; `scripts/chaos` checks that nothing took effect.
+    Hostile(crate::hostile::HostileArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Create the schema or bring it up to date: the cluster's database (SHOAL_DB or the
+    /// config file) when one is set, else the --db file.
+    Migrate,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// The tuning spec (TOML): commands, parameters, rules, shapes, output parsing.
+    pub spec: PathBuf,
+    /// Where to write tuned.csv and tuned.json (default: shoal-out/<spec name>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Concurrent builds (default: one per core). Timings on the CPU never overlap a build.
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Why this tuning runs; part of the session's identity.
+    #[arg(long, default_value = "")]
+    pub reason: String,
+    /// Infrastructure failures a job survives before it is marked errored.
+    #[arg(long, default_value_t = 3)]
+    pub max_retries: u32,
+    /// Working directory for builds and the artifact cache (default: <db>.work).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// The device to time on, by its id in `shoal devices` (e.g. `nvidia1`). Default: the CPU
+    /// for a spec with `device = "cpu"`; for `device = "gpu"`, every GPU of the same model as
+    /// the first one found (one Evaluator and one runner each).
+    #[arg(long, conflicts_with = "cluster")]
+    pub device: Option<String>,
+    /// Cluster mode: load the jobs into the cluster's store (SHOAL_DB) and wait while the
+    /// running `shoal worker` processes tune them, then export. Nothing runs in this process.
+    #[arg(long)]
+    pub cluster: bool,
+    /// Cluster mode: the architecture of the hosts that evaluate (default: this host's CPU).
+    #[arg(long, requires = "cluster")]
+    pub arch: Option<String>,
+    /// Cluster mode: their unit count (default: this host's cores).
+    #[arg(long, requires = "cluster")]
+    pub num_cu: Option<u32>,
+    /// Refuse a spec that would produce more candidates than this (compile sets × run sets ×
+    /// shapes, before the rules).
+    #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES)]
+    pub max_candidates: u64,
+}
+
+/// The spec limits of a command, with `--max-candidates` applied.
+pub fn spec_limits(max_candidates: u64) -> shoal_backend::spec::Limits {
+    shoal_backend::spec::Limits {
+        max_candidates,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RestartableActor;
+    use clap::ValueEnum;
+
+    /// The CLI offers exactly the actors a worker can restart, by the names it knows them by.
+    #[test]
+    fn restartable_actors_match_the_worker() {
+        let names: Vec<&str> = RestartableActor::value_variants()
+            .iter()
+            .map(|a| a.name())
+            .collect();
+        assert_eq!(names, shoal_actors::cluster::RESTARTABLE);
+    }
+}
