@@ -229,7 +229,7 @@ fn hostile_messages_are_dead_lettered(cluster: &Cluster, dir: &Path) {
     let request = |compile_params: Params| {
         Message::Compile(CompileRequest {
             session: SessionId(1),
-            step: shoal_model::steps::COMMAND_BUILD.into(),
+            step: shoal_model::Step::CommandBuild,
             build_key: "forged".into(),
             config_params: Params::from_key("N=20000").unwrap(),
             compile_params,
@@ -244,7 +244,7 @@ fn hostile_messages_are_dead_lettered(cluster: &Cluster, dir: &Path) {
     bomb.extend_from_slice(&[0; 3]);
     assert_eq!(bomb.len(), 15);
     let ns = shoal_model::queue::Namespace::new(&cluster.namespace).unwrap();
-    let queue = ns.compile_queue(shoal_model::steps::COMMAND_BUILD, std::env::consts::ARCH);
+    let queue = ns.compile_queue(shoal_model::Step::CommandBuild, std::env::consts::ARCH);
     let reasons = rt.block_on(async {
         let options = shoal_bus::RabbitOptions {
             codec: codec.clone(),

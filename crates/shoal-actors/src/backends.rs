@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use shoal_backend::miopen::MiopenBackend;
 use shoal_backend::spec::{self, TuningSpec};
 use shoal_backend::SessionBackend;
-use shoal_model::SessionId;
+use shoal_model::{Backend, SessionId};
 use shoal_store::Store;
 
 use crate::ActorError;
@@ -57,8 +57,8 @@ impl SessionBackends {
             .session(session)
             .await?
             .ok_or(ActorError::UnknownSession(session))?;
-        let backend = match info.info.backend.as_str() {
-            "command" => {
+        let backend = match info.info.backend {
+            Backend::Command => {
                 // The spec was checked, under the loader's --max-candidates, before the session
                 // was written; the stored text is read back under no lower bound.
                 let limits = spec::Limits {
@@ -70,17 +70,12 @@ impl SessionBackends {
                         .map_err(|e| ActorError::Other(format!("session {session}: {e}")))?;
                 SessionBackend::Command(Arc::new(parsed))
             }
-            "miopen" => SessionBackend::Miopen(Arc::new(MiopenBackend::new(
+            Backend::Miopen => SessionBackend::Miopen(Arc::new(MiopenBackend::new(
                 self.fin.clone(),
                 &info.info.arch,
                 info.info.num_cu,
             ))),
-            "noop" => SessionBackend::Noop,
-            other => {
-                return Err(ActorError::Other(format!(
-                    "session {session} uses backend `{other}`, which this build does not know"
-                )))
-            }
+            Backend::Noop => SessionBackend::Noop,
         };
         self.insert(session, backend.clone());
         Ok(backend)

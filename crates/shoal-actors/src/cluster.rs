@@ -12,6 +12,7 @@ use std::time::Duration;
 use shoal_bus::Bus;
 use shoal_gpu::{Device, DeviceKind};
 use shoal_model::queue::Namespace;
+use shoal_model::Step;
 use shoal_store::Store;
 
 use crate::backends::SessionBackends;
@@ -44,10 +45,10 @@ pub struct WorkerOptions {
     /// Concurrent builds (default: one per core).
     pub compile_slots: Option<usize>,
     /// Compile steps served, and the architectures they are served for.
-    pub compile_steps: Vec<String>,
+    pub compile_steps: Vec<Step>,
     pub compile_archs: Vec<String>,
     /// Eval steps served on every device of this host.
-    pub eval_steps: Vec<String>,
+    pub eval_steps: Vec<Step>,
     /// Also evaluate on the CPU (always, when the host has no GPU).
     pub eval_on_cpu: bool,
     pub monitor_interval: Duration,
@@ -78,7 +79,11 @@ pub fn plan(ns: &Namespace, opts: &WorkerOptions) -> Result<Topology, ActorError
         let queues: Vec<String> = opts
             .compile_steps
             .iter()
-            .flat_map(|step| opts.compile_archs.iter().map(|a| ns.compile_queue(step, a)))
+            .flat_map(|step| {
+                opts.compile_archs
+                    .iter()
+                    .map(|a| ns.compile_queue(*step, a))
+            })
             .collect();
         if queues.is_empty() {
             return Err(ActorError::Other(
@@ -104,7 +109,7 @@ pub fn plan(ns: &Namespace, opts: &WorkerOptions) -> Result<Topology, ActorError
             }
             for step in &opts.eval_steps {
                 evaluators.push(EvalPlan {
-                    queue: ns.eval_queue(step, &device.arch, device.num_cu),
+                    queue: ns.eval_queue(*step, &device.arch, device.num_cu),
                     device: device.clone(),
                     pin_cpu: on_cpu.then(topology::timing_core),
                 });

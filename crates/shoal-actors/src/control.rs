@@ -4,7 +4,8 @@
 //! with access to the broker nor an operator's typo can stop or steer an actor.
 
 use shoal_bus::{Bus, Consumer};
-use shoal_model::message::Control;
+use shoal_model::message::{Actor, Control};
+use shoal_model::queue::ControlTarget;
 use shoal_model::Message;
 
 use crate::shutdown::Signal;
@@ -17,13 +18,14 @@ pub(crate) struct ControlInbox {
 }
 
 impl ControlInbox {
-    pub(crate) async fn open(bus: &dyn Bus, host: &str, actor: &str) -> Result<Self, ActorError> {
+    pub(crate) async fn open(bus: &dyn Bus, host: &str, actor: Actor) -> Result<Self, ActorError> {
         let topic = bus.namespace().control_topic();
-        let key = shoal_model::queue::host_key(host);
+        let mine = ControlTarget::of(host, actor).routing_key();
+        let any = ControlTarget::any(actor).routing_key();
         Ok(ControlInbox {
             codec: bus.codec().clone(),
-            mine: bus.subscribe(&topic, &format!("{key}.{actor}")).await?,
-            any: bus.subscribe(&topic, &format!("any.{actor}")).await?,
+            mine: bus.subscribe(&topic, &mine).await?,
+            any: bus.subscribe(&topic, &any).await?,
         })
     }
 

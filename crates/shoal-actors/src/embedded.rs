@@ -15,7 +15,7 @@ use actix::prelude::*;
 use shoal_bus::Bus;
 use shoal_gpu::{Device, DeviceKind};
 use shoal_model::queue::Namespace;
-use shoal_model::{Session, SessionId};
+use shoal_model::{Session, SessionId, Step};
 use shoal_store::Store;
 
 use crate::backends::SessionBackends;
@@ -62,7 +62,7 @@ pub struct Embedded {
 /// builds (see [`crate::topology`]) and are pinned to the last core.
 pub fn plan(
     session: &Session,
-    (compile_step, eval_step): (&str, &str),
+    (compile_step, eval_step): (Step, Step),
     ns: &Namespace,
     opts: &EmbeddedOptions,
 ) -> Result<Topology, ActorError> {

@@ -122,7 +122,9 @@ pub async fn serve_requests(
     export_root: PathBuf,
     mut stop: crate::shutdown::Signal,
 ) -> Result<(), ActorError> {
-    let mut inbox = crate::control::ControlInbox::open(&*bus, &host, "exporter").await?;
+    let mut inbox =
+        crate::control::ControlInbox::open(&*bus, &host, shoal_model::message::Actor::Exporter)
+            .await?;
     while let Some(c) = inbox.next(&mut stop).await? {
         if let shoal_model::message::Control::Export { session, out_dir } = c {
             let out_dir = match export_dir_under(&export_root, &out_dir) {

@@ -138,7 +138,9 @@ async fn control_loop(
     paused: Paused,
     mut stop: Signal,
 ) -> Result<(), ActorError> {
-    let mut inbox = crate::control::ControlInbox::open(&*bus, &host, "monitor").await?;
+    let mut inbox =
+        crate::control::ControlInbox::open(&*bus, &host, shoal_model::message::Actor::Monitor)
+            .await?;
     use shoal_model::message::Control;
     while let Some(c) = inbox.next(&mut stop).await? {
         match c {

@@ -8,13 +8,19 @@
 use std::sync::Arc;
 
 use shoal_bus::Bus;
+use shoal_model::message::Actor;
 use tokio::sync::broadcast;
 
 use crate::shutdown::{self, Drain, DrainGuard, Trigger};
 use crate::ActorError;
 
 /// The actors `shoal control restart` can name.
-pub const RESTARTABLE: [&str; 4] = ["scheduler", "compiler", "evaluator", "exporter"];
+pub const RESTARTABLE: [Actor; 4] = [
+    Actor::Scheduler,
+    Actor::Compiler,
+    Actor::Evaluator,
+    Actor::Exporter,
+];
 
 /// Runs a group of actors that an operator can restart: `start` starts them under a stop signal
 /// and a drain guard of their own. On `shoal control restart <name>` the group is stopped as at
@@ -22,10 +28,10 @@ pub const RESTARTABLE: [&str; 4] = ["scheduler", "compiler", "evaluator", "expor
 /// started again from nothing: fresh actors, fresh state, the same configuration. When `parent`
 /// stops, the group stops for good; `parent_guard` holds the process's drain until it has.
 pub(crate) fn restartable(
-    name: &'static str,
+    name: Actor,
     mut parent: shutdown::Signal,
     parent_guard: DrainGuard,
-    (restarts, running): (&broadcast::Sender<String>, &mut Vec<&'static str>),
+    (restarts, running): (&broadcast::Sender<Actor>, &mut Vec<Actor>),
     start: impl Fn(shutdown::Signal, DrainGuard) + 'static,
 ) {
     running.push(name);
@@ -57,7 +63,7 @@ pub(crate) fn restartable(
             }
             generation += 1;
             tracing::warn!(
-                actor = name,
+                actor = %name,
                 generation,
                 "restarted by an operator: stopped and started again with clean state"
             );
@@ -69,11 +75,11 @@ pub(crate) async fn control_loop(
     bus: Arc<dyn Bus>,
     host: String,
     drain: Trigger,
-    (restarts, running): (broadcast::Sender<String>, Vec<&'static str>),
+    (restarts, running): (broadcast::Sender<Actor>, Vec<Actor>),
     mut stop: shutdown::Signal,
 ) -> Result<(), ActorError> {
     use shoal_model::message::Control;
-    let mut inbox = crate::control::ControlInbox::open(&*bus, &host, "worker").await?;
+    let mut inbox = crate::control::ControlInbox::open(&*bus, &host, Actor::Worker).await?;
     while let Some(c) = inbox.next(&mut stop).await? {
         match c {
             Control::Drain => {
@@ -81,7 +87,7 @@ pub(crate) async fn control_loop(
                 drain.trigger();
             }
             Control::Restart { actor } => {
-                if running.contains(&actor.as_str()) {
+                if running.contains(&actor) {
                     tracing::warn!(actor = %actor, "restart requested by an operator");
                     let _ = restarts.send(actor);
                 } else {
@@ -108,13 +114,13 @@ mod tests {
     async fn a_restart_stops_the_group_and_starts_it_again() {
         let (parent_trigger, parent) = shutdown::channel();
         let parent_drain = Drain::new();
-        let (restarts, _) = broadcast::channel::<String>(4);
+        let (restarts, _) = broadcast::channel::<Actor>(4);
         let mut running = Vec::new();
         let starts = Rc::new(Cell::new(0));
         let stops = Rc::new(Cell::new(0));
         let (s, t) = (starts.clone(), stops.clone());
         restartable(
-            "compiler",
+            Actor::Compiler,
             parent,
             parent_drain.guard(),
             (&restarts, &mut running),
@@ -128,14 +134,14 @@ mod tests {
                 });
             },
         );
-        assert_eq!(running, vec!["compiler"]);
+        assert_eq!(running, vec![Actor::Compiler]);
         let settle = || tokio::time::sleep(Duration::from_millis(50));
         settle().await;
         assert_eq!((starts.get(), stops.get()), (1, 0));
-        restarts.send("scheduler".into()).unwrap();
+        restarts.send(Actor::Scheduler).unwrap();
         settle().await;
         assert_eq!((starts.get(), stops.get()), (1, 0), "not this group");
-        restarts.send("compiler".into()).unwrap();
+        restarts.send(Actor::Compiler).unwrap();
         settle().await;
         assert_eq!(
             (starts.get(), stops.get()),

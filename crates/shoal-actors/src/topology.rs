@@ -25,6 +25,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use shoal_bus::Bus;
 use shoal_gpu::{Device, DeviceKind};
+use shoal_model::message::Actor as ActorName;
 use shoal_store::Store;
 use tokio::sync::{broadcast, RwLock};
 
@@ -208,7 +209,7 @@ fn spawn_scheduler(
     cfg: SchedulerConfig,
     (signal, guard): (Signal, DrainGuard),
 ) {
-    groups.spawn("scheduler", signal, guard, move |stop, guard| {
+    groups.spawn(ActorName::Scheduler, signal, guard, move |stop, guard| {
         let p = parts.clone();
         Scheduler::new(p.store, p.bus, p.backends, cfg.clone(), stop, guard).start();
     });
@@ -263,7 +264,7 @@ fn spawn_compiler(
         delivery_limit: t.delivery_limit,
         give_up_after: t.give_up_after,
     };
-    groups.spawn("compiler", signal, guard, move |stop, guard| {
+    groups.spawn(ActorName::Compiler, signal, guard, move |stop, guard| {
         Compiler::new(cfg.clone(), stop, guard).start();
     });
 }
@@ -320,7 +321,7 @@ fn spawn_evaluators(
     let queues = evaluators.iter().map(|e| e.queue.clone()).collect();
     if !evaluators.is_empty() {
         let (signal, guard) = workers();
-        groups.spawn("evaluator", signal, guard, move |stop, guard| {
+        groups.spawn(ActorName::Evaluator, signal, guard, move |stop, guard| {
             for cfg in &evaluators {
                 Evaluator::new(cfg.clone(), stop.clone(), guard.clone()).start();
             }
@@ -339,7 +340,7 @@ fn spawn_control_exporter(
     (signal, guard): (Signal, DrainGuard),
 ) {
     let (host, root) = (host.to_string(), root.to_path_buf());
-    groups.spawn("exporter", signal, guard, move |stop, guard| {
+    groups.spawn(ActorName::Exporter, signal, guard, move |stop, guard| {
         let (p, host, root) = (parts.clone(), host.clone(), root.clone());
         let signal = stop.clone();
         supervise(
@@ -411,8 +412,8 @@ async fn phase(name: &str, drain: Drain, deadline: Duration) -> Result<(), Actor
 
 /// The groups of actors an operator can restart, and the names they answer to.
 struct Groups {
-    restarts: broadcast::Sender<String>,
-    running: Vec<&'static str>,
+    restarts: broadcast::Sender<ActorName>,
+    running: Vec<ActorName>,
 }
 
 impl Groups {
@@ -425,7 +426,7 @@ impl Groups {
 
     fn spawn(
         &mut self,
-        name: &'static str,
+        name: ActorName,
         parent: Signal,
         parent_guard: DrainGuard,
         start: impl Fn(Signal, DrainGuard) + 'static,

@@ -26,8 +26,9 @@ use crate::failure::{failure_kind, missing_output, ChildFate, ChildStep};
 use crate::process::{self, ChildEnd, ChildSpec};
 
 /// The compile and eval steps of MIOpen perf tuning.
-pub const PERF_COMPILE: &str = "miopen_perf_compile";
-pub const PERF_EVAL: &str = "miopen_perf_eval";
+/// fin's step names for the perf db steps.
+pub const PERF_COMPILE: &str = shoal_model::Step::MiopenPerfCompile.as_str();
+pub const PERF_EVAL: &str = shoal_model::Step::MiopenPerfEval.as_str();
 
 /// MIOpen through fin, for one session's architecture.
 #[derive(Clone, Debug)]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_model::{FailureKind, Outcome, Params};
+use shoal_model::{FailureKind, Outcome, Params, Step};
 
 use crate::command::{self, Artifact};
 use crate::context::{EvalInput, RunContext};
@@ -25,10 +25,6 @@ pub enum SessionBackend {
     /// machinery itself (`scripts/bench-dispatch`): every message, lease and commit is real.
     Noop,
 }
-
-/// The steps of the no-op backend.
-pub const NOOP_BUILD: &str = "noop_build";
-pub const NOOP_RUN: &str = "noop_run";
 
 impl SessionBackend {
     /// Checks a request from a bus message before anything is built or run from it: the
@@ -156,14 +152,11 @@ impl SessionBackend {
     }
 
     /// The (compile, eval) steps of this backend's jobs; queue names are built from them.
-    pub fn steps(&self) -> (&'static str, &'static str) {
+    pub fn steps(&self) -> (Step, Step) {
         match self {
-            SessionBackend::Command(_) => (
-                shoal_model::steps::COMMAND_BUILD,
-                shoal_model::steps::COMMAND_RUN,
-            ),
-            SessionBackend::Miopen(_) => (crate::miopen::PERF_COMPILE, crate::miopen::PERF_EVAL),
-            SessionBackend::Noop => (NOOP_BUILD, NOOP_RUN),
+            SessionBackend::Command(_) => (Step::CommandBuild, Step::CommandRun),
+            SessionBackend::Miopen(_) => (Step::MiopenPerfCompile, Step::MiopenPerfEval),
+            SessionBackend::Noop => (Step::NoopBuild, Step::NoopRun),
         }
     }
 

@@ -16,7 +16,9 @@ fn bus(name: &str) -> Arc<MemoryBus> {
 }
 
 async fn queue(bus: &MemoryBus, delivery_limit: u32) -> String {
-    let q = bus.namespace().compile_queue("s", "a");
+    let q = bus
+        .namespace()
+        .compile_queue(shoal_model::Step::CommandBuild, "a");
     bus.declare_queue(&q, &QueueOptions { delivery_limit })
         .await
         .unwrap();
@@ -66,7 +68,7 @@ async fn dead_letter_reason_is_exact() {
     let d = recv(&mut dead).await;
     assert_eq!(
         d.dead_reason.as_deref(),
-        Some("delivery limit 1 exceeded (queue reason.compile.s.a)")
+        Some("delivery limit 1 exceeded (queue reason.compile.command_build.a)")
     );
     // The dead-letter queue has no limit: requeued many times, it stays.
     drop(d);

@@ -191,13 +191,14 @@ pub enum RestartableActor {
 }
 
 impl RestartableActor {
-    /// The name the worker knows it by (`shoal_actors::cluster::RESTARTABLE`).
-    pub fn name(self) -> &'static str {
+    /// The actor the worker knows it as (`shoal_actors::cluster::RESTARTABLE`).
+    pub fn actor(self) -> shoal_model::message::Actor {
+        use shoal_model::message::Actor;
         match self {
-            RestartableActor::Scheduler => "scheduler",
-            RestartableActor::Compiler => "compiler",
-            RestartableActor::Evaluator => "evaluator",
-            RestartableActor::Exporter => "exporter",
+            RestartableActor::Scheduler => Actor::Scheduler,
+            RestartableActor::Compiler => Actor::Compiler,
+            RestartableActor::Evaluator => Actor::Evaluator,
+            RestartableActor::Exporter => Actor::Exporter,
         }
     }
 }
@@ -277,10 +278,18 @@ mod tests {
     /// The CLI offers exactly the actors a worker can restart, by the names it knows them by.
     #[test]
     fn restartable_actors_match_the_worker() {
-        let names: Vec<&str> = RestartableActor::value_variants()
+        let actors: Vec<_> = RestartableActor::value_variants()
             .iter()
-            .map(|a| a.name())
+            .map(|a| a.actor())
             .collect();
-        assert_eq!(names, shoal_actors::cluster::RESTARTABLE);
+        assert_eq!(actors, shoal_actors::cluster::RESTARTABLE);
+        for a in RestartableActor::value_variants() {
+            let name = a.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(
+                name,
+                a.actor().as_str(),
+                "the flag value is the actor's name"
+            );
+        }
     }
 }

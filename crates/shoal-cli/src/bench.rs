@@ -15,7 +15,7 @@ use clap::{Args, ValueEnum};
 use shoal_actors::backends::SessionBackends;
 use shoal_actors::embedded::{self, EmbeddedOptions};
 use shoal_actors::scheduler::SchedulerConfig;
-use shoal_backend::session::{noop_build_key, NOOP_BUILD, NOOP_RUN};
+use shoal_backend::session::noop_build_key;
 use shoal_bus::MemoryBus;
 use shoal_model::queue::Namespace;
 use shoal_model::{JobState, NewConfig, NewJob, NewSession, NewSolver, Params, SessionId};
@@ -58,7 +58,7 @@ pub async fn load_noop(
             reason: format!("bench-dispatch {} jobs", args.jobs),
             arch: arch.to_string(),
             num_cu,
-            backend: "noop".into(),
+            backend: shoal_model::Backend::Noop,
             spec: String::new(),
             spec_path: String::new(),
             library_version: format!("run {}", shoal_actors::now_ms()),
@@ -94,8 +94,8 @@ pub async fn load_noop(
             session,
             config,
             solver,
-            compile_step: NOOP_BUILD.into(),
-            eval_step: NOOP_RUN.into(),
+            compile_step: shoal_model::Step::NoopBuild,
+            eval_step: shoal_model::Step::NoopRun,
             build_key: noop_build_key(&compile),
             compile_params: compile,
             run_params: run,

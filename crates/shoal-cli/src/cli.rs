@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use shoal_actors::backends::SessionBackends;
+use shoal_model::queue::ControlTarget;
 use shoal_model::{JobState, SessionId};
 
 use crate::args::{spec_limits, BenchCommand, Cli, Command, ControlCommand, DbCommand};
@@ -110,9 +111,10 @@ async fn request_export(session: i64, out: &Path) -> anyhow::Result<ExitCode> {
         session: SessionId(session),
         out_dir: out.display().to_string(),
     });
+    let key = ControlTarget::any(shoal_model::message::Actor::Exporter).routing_key();
     bus.publish_topic(
         &bus.namespace().control_topic(),
-        "any.exporter",
+        &key,
         bus.codec().encode(&msg),
     )
     .await?;
@@ -137,7 +139,7 @@ async fn export(
         .session(SessionId(session))
         .await?
         .with_context(|| format!("session {session} is not in the store"))?;
-    if info.info.backend == "miopen" {
+    if info.info.backend == shoal_model::Backend::Miopen {
         return crate::miopen::export::export(&*store, &info, out, which).await;
     }
     let summary = shoal_actors::exporter::export(
@@ -179,16 +181,19 @@ fn devices() -> ExitCode {
 
 /// Publishes a control message on the cluster's control topic.
 async fn control(cmd: ControlCommand) -> anyhow::Result<ExitCode> {
+    use shoal_model::message::Actor;
     use shoal_model::message::Control;
     let (host, actor, msg) = match cmd {
-        ControlCommand::Pause { host, device } => (host, "monitor", Control::Pause { device }),
-        ControlCommand::Resume { host, device } => (host, "monitor", Control::Resume { device }),
-        ControlCommand::Drain { host } => (host, "worker", Control::Drain),
+        ControlCommand::Pause { host, device } => (host, Actor::Monitor, Control::Pause { device }),
+        ControlCommand::Resume { host, device } => {
+            (host, Actor::Monitor, Control::Resume { device })
+        }
+        ControlCommand::Drain { host } => (host, Actor::Worker, Control::Drain),
         ControlCommand::Restart { actor, host } => (
             host,
-            "worker",
+            Actor::Worker,
             Control::Restart {
-                actor: actor.name().to_string(),
+                actor: actor.actor(),
             },
         ),
     };
@@ -204,19 +209,15 @@ async fn control(cmd: ControlCommand) -> anyhow::Result<ExitCode> {
         Duration::ZERO,
     )
     .await?;
-    let key = if host == "any" {
-        host.clone()
-    } else {
-        shoal_model::queue::host_key(&host)
-    };
+    let key = ControlTarget::of(&host, actor).routing_key();
     bus.publish_topic(
         &bus.namespace().control_topic(),
-        &format!("{key}.{actor}"),
+        &key,
         bus.codec().encode(&shoal_model::Message::Control(msg)),
     )
     .await?;
     bus.close().await?;
-    println!("sent to {key}.{actor}");
+    println!("sent to {key}");
     Ok(ExitCode::SUCCESS)
 }
 

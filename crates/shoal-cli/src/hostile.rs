@@ -30,11 +30,13 @@ use clap::Args;
 use sha2::{Digest, Sha256};
 use shoal_bus::Bus;
 use shoal_model::envelope::{Codec, TAG_BYTES, WIRE_VERSION};
+use shoal_model::message::Actor;
 use shoal_model::message::{
     CompileReply, CompileRequest, Control, EvalItem, EvalReply, EvalRequest, Phase, ReplyBody,
 };
+use shoal_model::queue::ControlTarget;
 use shoal_model::queue::Namespace;
-use shoal_model::steps::{COMMAND_BUILD, COMMAND_RUN};
+use shoal_model::Step;
 use shoal_model::{
     ConfigId, FailureKind, JobId, JobRef, JobState, Measurement, Message, Outcome, Params,
     SessionId,
@@ -222,7 +224,7 @@ fn compile_request(t: &Targets, marker: &std::path::Path) -> Message {
     evil.push("VAR", format!("(system(\"touch {}\")*0)", marker.display()));
     Message::Compile(CompileRequest {
         session: t.session,
-        step: COMMAND_BUILD.into(),
+        step: Step::CommandBuild,
         build_key: "forged".into(),
         config_params: Params::from_key("S=0").unwrap_or_default(),
         compile_params: evil,
@@ -237,7 +239,7 @@ fn eval_request(t: &Targets, marker: &std::path::Path) -> Message {
     compile.push("VAR", "0");
     Message::Eval(EvalRequest {
         session: t.session,
-        step: COMMAND_RUN.into(),
+        step: Step::CommandRun,
         items: vec![EvalItem {
             job: t.eval[0],
             config: ConfigId(1),
@@ -249,10 +251,10 @@ fn eval_request(t: &Targets, marker: &std::path::Path) -> Message {
     })
 }
 
-/// Where a message goes: a queue, or the control topic with a routing key.
+/// Where a message goes: a queue, or the control topic, to an actor of every host.
 enum To {
     Queue(String),
-    Control(&'static str),
+    Control(Actor),
 }
 
 /// One message to publish: where, the kind it is counted under, and its bytes.
@@ -275,8 +277,8 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
     let t = targets(&settings).await?;
     let queues = Queues {
         results: ns.results_queue(),
-        compile: ns.compile_queue(COMMAND_BUILD, &t.arch),
-        eval: ns.eval_queue(COMMAND_RUN, &t.arch, t.num_cu),
+        compile: ns.compile_queue(Step::CommandBuild, &t.arch),
+        eval: ns.eval_queue(Step::CommandRun, &t.arch, t.num_cu),
     };
     let stranger = shoal_bus::random_codec();
 
@@ -285,7 +287,7 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
         for bytes in unkeyed_forms(&stranger, msg) {
             let to = match to {
                 To::Queue(q) => To::Queue(q.clone()),
-                To::Control(k) => To::Control(k),
+                To::Control(a) => To::Control(*a),
             };
             out.push((to, "unkeyed", bytes));
         }
@@ -368,17 +370,17 @@ fn forged(t: &Targets, queues: &Queues, args: &HostileArgs) -> Vec<(To, Message)
             eval_request(t, &args.marker),
         ),
         (
-            To::Control("any.exporter"),
+            To::Control(Actor::Exporter),
             Message::Control(Control::Export {
                 session: t.session,
                 out_dir: args.export_to.clone(),
             }),
         ),
-        (To::Control("any.worker"), Message::Control(Control::Drain)),
+        (To::Control(Actor::Worker), Message::Control(Control::Drain)),
         (
-            To::Control("any.worker"),
+            To::Control(Actor::Worker),
             Message::Control(Control::Restart {
-                actor: "scheduler".into(),
+                actor: Actor::Scheduler,
             }),
         ),
     ]
@@ -410,14 +412,14 @@ fn signed(t: &Targets, queues: &Queues, args: &HostileArgs) -> anyhow::Result<Ve
         ),
         (To::Queue(queues.eval.clone()), signed_bomb),
         (
-            To::Control("any.exporter"),
+            To::Control(Actor::Exporter),
             codec.encode(&Message::Control(Control::Export {
                 session: t.session,
                 out_dir: args.export_to.clone(),
             })),
         ),
         (
-            To::Control("any.exporter"),
+            To::Control(Actor::Exporter),
             codec.encode(&Message::Control(Control::Export {
                 session: t.session,
                 out_dir: format!("../../..{}", args.export_to),
@@ -459,7 +461,10 @@ async fn publish(
     for (to, kind, bytes) in out {
         let sent = match &to {
             To::Queue(q) => bus.publish(q, vec![bytes]).await,
-            To::Control(key) => bus.publish_topic(&ns.control_topic(), key, bytes).await,
+            To::Control(actor) => {
+                let key = ControlTarget::any(*actor).routing_key();
+                bus.publish_topic(&ns.control_topic(), &key, bytes).await
+            }
         };
         match sent {
             Ok(()) => {

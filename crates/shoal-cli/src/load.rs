@@ -4,7 +4,7 @@
 use sha2::{Digest, Sha256};
 use shoal_backend::spec::TuningSpec;
 use shoal_gpu::Device;
-use shoal_model::{steps, NewConfig, NewJob, NewSession, NewSolver, Session};
+use shoal_model::{NewConfig, NewJob, NewSession, NewSolver, Session, Step};
 use shoal_store::Store;
 
 /// What loading did.
@@ -28,7 +28,7 @@ pub fn session_for(
         reason: reason.to_string(),
         arch: device.arch.clone(),
         num_cu: device.num_cu,
-        backend: "command".into(),
+        backend: shoal_model::Backend::Command,
         spec: spec.source_text.clone(),
         spec_path: spec.absolute_path().display().to_string(),
         library_version: format!("spec-sha256:{}", &digest[..16]),
@@ -79,8 +79,8 @@ pub async fn load(
                 session: session.id,
                 config: *config,
                 solver: solver.id,
-                compile_step: steps::COMMAND_BUILD.into(),
-                eval_step: steps::COMMAND_RUN.into(),
+                compile_step: Step::CommandBuild,
+                eval_step: Step::CommandRun,
                 build_key: spec.build_key(&compile),
                 compile_params: compile,
                 run_params: run,

@@ -10,9 +10,7 @@ use clap::{Args, ValueEnum};
 use shoal_actors::backends::SessionBackends;
 use shoal_actors::cluster::{self, Roles, WorkerOptions};
 use shoal_actors::scheduler::SchedulerConfig;
-use shoal_backend::miopen::{PERF_COMPILE, PERF_EVAL};
-use shoal_backend::session::{NOOP_BUILD, NOOP_RUN};
-use shoal_model::steps::{COMMAND_BUILD, COMMAND_RUN};
+use shoal_model::Step;
 use shoal_store::Store;
 
 use crate::connect::{open_bus_url, open_store_url, redact, Settings};
@@ -34,9 +32,10 @@ pub struct WorkerArgs {
     /// tables on request: `shoal export --cluster`), or all of them.
     #[arg(long, value_enum, required = true)]
     pub role: Vec<Role>,
-    /// Steps to serve (default: every known compile and eval step).
+    /// Steps to serve, e.g. `miopen_perf_compile,miopen_perf_eval` (default: every compile and
+    /// eval step this build runs).
     #[arg(long, value_delimiter = ',')]
-    pub fin_steps: Vec<String>,
+    pub fin_steps: Vec<Step>,
     /// Architectures whose compile queues to consume (default: those of the sessions in the
     /// store at start-up and of this host's devices).
     #[arg(long, value_delimiter = ',')]
@@ -81,8 +80,9 @@ pub struct WorkerArgs {
     pub wait_for_services: u64,
 }
 
-const COMPILE_STEPS: [&str; 3] = [COMMAND_BUILD, PERF_COMPILE, NOOP_BUILD];
-const EVAL_STEPS: [&str; 3] = [COMMAND_RUN, PERF_EVAL, NOOP_RUN];
+/// The steps this build's backends run (MIOpen's find steps are not loaded as jobs yet).
+const COMPILE_STEPS: [Step; 3] = [Step::CommandBuild, Step::MiopenPerfCompile, Step::NoopBuild];
+const EVAL_STEPS: [Step; 3] = [Step::CommandRun, Step::MiopenPerfEval, Step::NoopRun];
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::signals::install()?;
@@ -205,11 +205,11 @@ fn roles(role: &[Role]) -> Roles {
 }
 
 /// The steps of `known` this worker serves: those named by `--fin-steps`, or all of them.
-fn served_steps(args: &WorkerArgs, known: &[&str]) -> Vec<String> {
+fn served_steps(args: &WorkerArgs, known: &[Step]) -> Vec<Step> {
     known
         .iter()
-        .filter(|s| args.fin_steps.is_empty() || args.fin_steps.iter().any(|f| f == *s))
-        .map(|s| s.to_string())
+        .copied()
+        .filter(|s| args.fin_steps.is_empty() || args.fin_steps.contains(s))
         .collect()
 }
 

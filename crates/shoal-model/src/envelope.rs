@@ -161,7 +161,7 @@ mod tests {
         p.push("BM", "64");
         Message::Compile(CompileRequest {
             session: SessionId(7),
-            step: "command_build".into(),
+            step: crate::Step::CommandBuild,
             build_key: "abc".into(),
             config_params: Params::new(),
             compile_params: p,
@@ -180,6 +180,26 @@ mod tests {
         out.extend_from_slice(&tag);
         out.extend_from_slice(body);
         out
+    }
+
+    /// A step is its name on the wire, as when it was a string: a signed request naming a step
+    /// this build does not know does not decode (and is dead-lettered with the reason), while
+    /// the same bytes with a known name do.
+    #[test]
+    fn a_step_is_its_name_on_the_wire_and_an_unknown_one_is_refused() {
+        let c = codec();
+        let bytes = c.encode(&sample());
+        let body = &bytes[1 + 32..];
+        let known = b"command_build";
+        let at = body
+            .windows(known.len())
+            .position(|w| w == known)
+            .expect("the step travels as its name");
+        let mut bogus = body.to_vec();
+        bogus[at..at + known.len()].copy_from_slice(b"command_bulid");
+        let err = c.decode(&signed(&c, &bogus)).unwrap_err().to_string();
+        assert!(err.contains("unknown step `command_bulid`"), "{err}");
+        assert_eq!(c.decode(&signed(&c, body)).unwrap(), sample());
     }
 
     #[test]

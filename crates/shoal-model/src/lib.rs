@@ -20,6 +20,7 @@ pub mod queue;
 pub mod record;
 pub mod state;
 pub mod steps;
+pub use steps::Step;
 
 pub use ids::{Attempt, ConfigId, JobId, SessionId, SolverId};
 pub use message::{
@@ -28,6 +29,7 @@ pub use message::{
 pub use outcome::{FailureKind, Measurement, Outcome};
 pub use params::Params;
 pub use record::{
-    Config, FinalResult, Job, NewConfig, NewJob, NewSession, NewSolver, ResultRow, Session, Solver,
+    Backend, Config, FinalResult, Job, NewConfig, NewJob, NewSession, NewSolver, ResultRow,
+    Session, Solver,
 };
 pub use state::{JobState, Transition, TransitionError};

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{Attempt, ConfigId, JobId, SessionId};
 use crate::outcome::{FailureKind, Outcome};
 use crate::params::Params;
+use crate::steps::Step;
 
 /// A job at a given attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -22,7 +23,7 @@ pub struct JobRef {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CompileRequest {
     pub session: SessionId,
-    pub step: String,
+    pub step: Step,
     pub build_key: String,
     /// The problem of the jobs. Read by backends whose builds depend on it (MIOpen compiles per
     /// config and solver, so every job of such a request has this config); a command-backend
@@ -48,7 +49,7 @@ pub struct EvalItem {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalRequest {
     pub session: SessionId,
-    pub step: String,
+    pub step: Step,
     pub items: Vec<EvalItem>,
 }
 
@@ -182,13 +183,84 @@ pub enum Control {
     Drain,
     /// Restart the named actor.
     Restart {
-        actor: String,
+        actor: Actor,
     },
     /// Write a session's outputs into a directory of the exporter's host.
     Export {
         session: SessionId,
         out_dir: String,
     },
+}
+
+/// An actor of a worker process, as control messages address it (the second word of a
+/// control routing key). On the wire it is its name, as it was when it was a string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Actor {
+    Scheduler,
+    Compiler,
+    Evaluator,
+    Exporter,
+    /// The worker process itself (drain, restart orders).
+    Worker,
+    /// The GpuMonitor (pause, resume).
+    Monitor,
+}
+
+impl Actor {
+    pub const ALL: [Actor; 6] = [
+        Actor::Scheduler,
+        Actor::Compiler,
+        Actor::Evaluator,
+        Actor::Exporter,
+        Actor::Worker,
+        Actor::Monitor,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Actor::Scheduler => "scheduler",
+            Actor::Compiler => "compiler",
+            Actor::Evaluator => "evaluator",
+            Actor::Exporter => "exporter",
+            Actor::Worker => "worker",
+            Actor::Monitor => "monitor",
+        }
+    }
+}
+
+impl std::fmt::Display for Actor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Actor {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Actor::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| {
+                let known = Actor::ALL.map(Actor::as_str).join(", ");
+                format!("unknown actor `{s}` (known: {known})")
+            })
+    }
+}
+
+impl TryFrom<String> for Actor {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Actor> for String {
+    fn from(a: Actor) -> String {
+        a.as_str().to_string()
+    }
 }
 
 /// Every message kind that has a wire form.

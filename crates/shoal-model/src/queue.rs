@@ -5,6 +5,9 @@
 
 use std::fmt;
 
+use crate::message::Actor;
+use crate::steps::Step;
+
 /// A namespace prefix such as `shoal` or `test-3f9a`. Only `[a-z0-9_-]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Namespace(String);
@@ -28,19 +31,13 @@ impl Namespace {
     }
 
     /// `<ns>.compile.<step>.<arch>`
-    pub fn compile_queue(&self, step: &str, arch: &str) -> String {
-        format!("{}.compile.{}.{}", self.0, sanitize(step), sanitize(arch))
+    pub fn compile_queue(&self, step: Step, arch: &str) -> String {
+        format!("{}.compile.{}.{}", self.0, step, sanitize(arch))
     }
 
     /// `<ns>.eval.<step>.<arch>_<num_cu>`
-    pub fn eval_queue(&self, step: &str, arch: &str, num_cu: u32) -> String {
-        format!(
-            "{}.eval.{}.{}_{}",
-            self.0,
-            sanitize(step),
-            sanitize(arch),
-            num_cu
-        )
+    pub fn eval_queue(&self, step: Step, arch: &str, num_cu: u32) -> String {
+        format!("{}.eval.{}.{}_{}", self.0, step, sanitize(arch), num_cu)
     }
 
     /// The one queue every worker replies on.
@@ -51,6 +48,11 @@ impl Namespace {
     /// Where undeliverable and undecodable messages go, with their reason.
     pub fn dead_letter_queue(&self) -> String {
         format!("{}.dead", self.0)
+    }
+
+    /// The direct exchange that routes dead letters to [`Self::dead_letter_queue`].
+    pub fn dead_letter_exchange(&self) -> String {
+        format!("{}.dlx", self.0)
     }
 
     /// Topic exchange for health and progress events.
@@ -78,6 +80,39 @@ pub fn host_key(host: &str) -> String {
     sanitize(name)
 }
 
+/// Whom a control message is for: an actor of one host, or of every host. Its routing key on
+/// the control topic is `<host-key>.<actor>` or `any.<actor>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlTarget {
+    /// `None`: every host.
+    pub host: Option<String>,
+    pub actor: Actor,
+}
+
+impl ControlTarget {
+    /// Every host's `actor`.
+    pub fn any(actor: Actor) -> Self {
+        ControlTarget { host: None, actor }
+    }
+
+    /// `actor` of `host` (a host name, with or without its `:<pid>`), or of every host when
+    /// `host` is `any`.
+    pub fn of(host: &str, actor: Actor) -> Self {
+        ControlTarget {
+            host: (host != "any").then(|| host.to_string()),
+            actor,
+        }
+    }
+
+    /// The routing key on the control topic.
+    pub fn routing_key(&self) -> String {
+        match &self.host {
+            Some(host) => format!("{}.{}", host_key(host), self.actor),
+            None => format!("any.{}", self.actor),
+        }
+    }
+}
+
 /// Keeps a name component to characters every broker accepts; dots separate components.
 fn sanitize(part: &str) -> String {
     part.chars()
@@ -99,14 +134,26 @@ mod tests {
     fn names_follow_the_wire_contract() {
         let ns = Namespace::new("shoal").unwrap();
         assert_eq!(
-            ns.compile_queue("miopen_perf_compile", "gfx90a"),
+            ns.compile_queue(Step::MiopenPerfCompile, "gfx90a"),
             "shoal.compile.miopen_perf_compile.gfx90a"
         );
         assert_eq!(
-            ns.eval_queue("miopen_perf_eval", "gfx90a", 110),
+            ns.eval_queue(Step::MiopenPerfEval, "gfx90a", 110),
             "shoal.eval.miopen_perf_eval.gfx90a_110"
         );
-        assert_eq!(ns.eval_queue("x", "a.b", 1), "shoal.eval.x.a_b_1");
+        assert_eq!(
+            ns.eval_queue(Step::CommandRun, "a.b", 1),
+            "shoal.eval.command_run.a_b_1"
+        );
+        assert_eq!(ns.dead_letter_exchange(), "shoal.dlx");
+        assert_eq!(
+            ControlTarget::of("gpu-node.lab:4242", Actor::Exporter).routing_key(),
+            "gpu-node_lab.exporter"
+        );
+        assert_eq!(
+            ControlTarget::of("any", Actor::Worker).routing_key(),
+            "any.worker"
+        );
         assert!(Namespace::new("Bad Name").is_err());
         assert_eq!(host_key("gpu-node.lab:4242"), "gpu-node_lab");
         assert!(Namespace::new("").is_err());

@@ -6,6 +6,66 @@ use crate::ids::{Attempt, ConfigId, JobId, SessionId, SolverId};
 use crate::outcome::{FailureKind, Outcome};
 use crate::params::Params;
 use crate::state::JobState;
+use crate::steps::Step;
+
+/// The backend of a session. In the store (and in JSON) it is its name, as it was when it was
+/// a string; a name this build does not know is an error where the session is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Backend {
+    /// A tuning spec's build and run commands (or its library-mode runner).
+    Command,
+    /// MIOpen's solvers, through fin.
+    Miopen,
+    /// Builds and evaluations that do nothing, for benchmarks of the machinery.
+    Noop,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 3] = [Backend::Command, Backend::Miopen, Backend::Noop];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Backend::Command => "command",
+            Backend::Miopen => "miopen",
+            Backend::Noop => "noop",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.as_str() == s)
+            .ok_or_else(|| {
+                let known = Backend::ALL.map(Backend::as_str).join(", ");
+                format!("unknown backend `{s}` (known: {known})")
+            })
+    }
+}
+
+impl TryFrom<String> for Backend {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Backend> for String {
+    fn from(b: Backend) -> String {
+        b.as_str().to_string()
+    }
+}
 
 /// A tuning campaign for one device kind.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -16,8 +76,8 @@ pub struct NewSession {
     pub arch: String,
     /// Compute units, SMs, or CPU cores.
     pub num_cu: u32,
-    /// `command` or `miopen`.
-    pub backend: String,
+    /// Which backend builds and evaluates the session's jobs.
+    pub backend: Backend,
     /// Backend-specific identity: for the command backend, the tuning spec's canonical text (so a
     /// worker runs only the commands of the spec registered here, never a command it was sent).
     pub spec: String,
@@ -75,8 +135,8 @@ pub struct NewJob {
     pub session: SessionId,
     pub config: ConfigId,
     pub solver: SolverId,
-    pub compile_step: String,
-    pub eval_step: String,
+    pub compile_step: Step,
+    pub eval_step: Step,
     pub compile_params: Params,
     pub run_params: Params,
     /// Identifies the build this job needs: jobs with equal keys share one compile.
@@ -101,8 +161,8 @@ pub struct Job {
     pub session: SessionId,
     pub config: ConfigId,
     pub solver: SolverId,
-    pub compile_step: String,
-    pub eval_step: String,
+    pub compile_step: Step,
+    pub eval_step: Step,
     pub compile_params: Params,
     pub run_params: Params,
     pub build_key: String,

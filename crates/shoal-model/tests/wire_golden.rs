@@ -65,7 +65,7 @@ fn samples() -> Vec<Message> {
     vec![
         Message::Compile(CompileRequest {
             session,
-            step: "command_build".into(),
+            step: shoal_model::Step::CommandBuild,
             build_key: "BM=64,BN=32".into(),
             config_params: params(&[("M", "512")]),
             compile_params: compile.clone(),
@@ -73,7 +73,7 @@ fn samples() -> Vec<Message> {
         }),
         Message::Eval(EvalRequest {
             session,
-            step: "command_run".into(),
+            step: shoal_model::Step::CommandRun,
             items: vec![EvalItem {
                 job: job(1, 1),
                 config: ConfigId(4),
@@ -157,7 +157,7 @@ fn samples() -> Vec<Message> {
         }),
         Message::Control(Control::Drain),
         Message::Control(Control::Restart {
-            actor: "evaluator".into(),
+            actor: Actor::Evaluator,
         }),
         Message::Control(Control::Export {
             session,

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use shoal_model::message::{CompileRequest, EvalItem};
 use shoal_model::{
-    FailureKind, Job, JobRef, JobState, Outcome, ResultRow, Session, SessionId, Transition,
+    FailureKind, Job, JobRef, JobState, Outcome, ResultRow, Session, SessionId, Step, Transition,
 };
 use shoal_store::{Batch, Change};
 
@@ -254,7 +254,7 @@ impl Inner {
                 &sessions,
             )
             .await?;
-        let mut items: Vec<(String, EvalItem)> = Vec::new();
+        let mut items: Vec<(Step, EvalItem)> = Vec::new();
         for (j, ok) in jobs.iter().zip(applied) {
             if !ok {
                 continue;
@@ -270,7 +270,7 @@ impl Inner {
     }
 
     /// The eval request item of a job moved from `compiled` (at `job.attempt`) to `eval_queued`.
-    async fn eval_item(&self, j: &Job, artifact: String) -> Result<(String, EvalItem), ActorError> {
+    async fn eval_item(&self, j: &Job, artifact: String) -> Result<(Step, EvalItem), ActorError> {
         self.eval_item_at(j, j.attempt + 1, artifact).await
     }
 
@@ -379,7 +379,7 @@ impl Inner {
         chained: Vec<Chained>,
         applied: &[bool],
     ) -> Result<(), ActorError> {
-        let mut by_session: Vec<(SessionId, Vec<(String, EvalItem)>)> = Vec::new();
+        let mut by_session: Vec<(SessionId, Vec<(Step, EvalItem)>)> = Vec::new();
         for c in chained {
             // The dispatch and the compile result it follows (one of its alternatives) applied.
             // (The dispatch without the result cannot: the job left this Scheduler's claims with

@@ -80,7 +80,9 @@ fn scheduler(store: Arc<dyn Store>, bus: Arc<dyn Bus>, session: SessionId) -> Rc
 
 /// The compile requests waiting in the session's compile queue, as (job, attempt) lists.
 async fn compile_requests(bus: &dyn Bus) -> Vec<Vec<(i64, u32)>> {
-    let queue = bus.namespace().compile_queue("noop_build", "x86_64");
+    let queue = bus
+        .namespace()
+        .compile_queue(shoal_model::Step::NoopBuild, "x86_64");
     let mut consumer = bus.consume(&queue, 64).await.unwrap();
     let mut out = Vec::new();
     while let Ok(Some(d)) = tokio::time::timeout(Duration::from_millis(50), consumer.next()).await {

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use shoal_model::message::{CompileRequest, EvalItem, EvalRequest, JobRef};
-use shoal_model::{Job, JobState, Message, Session, SessionId};
+use shoal_model::{Job, JobState, Message, Session, SessionId, Step};
 use shoal_store::outbox::is_queued;
 
 use super::Inner;
@@ -138,7 +138,7 @@ impl Inner {
             }
             _ => requests.push(CompileRequest {
                 session: j.session,
-                step: j.compile_step.clone(),
+                step: j.compile_step,
                 build_key: j.build_key.clone(),
                 config_params: self.config(j.config).await?.params,
                 compile_params: j.compile_params.clone(),
@@ -165,7 +165,7 @@ impl Inner {
                     queue: self
                         .bus
                         .namespace()
-                        .compile_queue(&req.step, &session.info.arch),
+                        .compile_queue(req.step, &session.info.arch),
                     jobs: req.jobs.clone(),
                     message: Message::Compile(req),
                 }
@@ -177,13 +177,13 @@ impl Inner {
     pub(crate) fn eval_outgoing(
         &self,
         session: &Session,
-        items: Vec<(String, EvalItem)>,
+        items: Vec<(Step, EvalItem)>,
     ) -> Vec<Outgoing> {
-        let mut by_step: HashMap<String, Vec<EvalItem>> = HashMap::new();
+        let mut by_step: HashMap<Step, Vec<EvalItem>> = HashMap::new();
         let mut order = Vec::new();
         for (step, item) in items {
             by_step
-                .entry(step.clone())
+                .entry(step)
                 .or_insert_with(|| {
                     order.push(step);
                     Vec::new()
@@ -196,14 +196,14 @@ impl Inner {
             let queue =
                 self.bus
                     .namespace()
-                    .eval_queue(&step, &session.info.arch, session.info.num_cu);
+                    .eval_queue(step, &session.info.arch, session.info.num_cu);
             for chunk in items.chunks(self.config.eval_batch.max(1)) {
                 out.push(Outgoing {
                     queue: queue.clone(),
                     jobs: chunk.iter().map(|i| i.job).collect(),
                     message: Message::Eval(EvalRequest {
                         session: session.id,
-                        step: step.clone(),
+                        step,
                         items: chunk.to_vec(),
                     }),
                 });
@@ -218,10 +218,10 @@ impl Inner {
         j: &Job,
         attempt: u32,
         artifact: String,
-    ) -> Result<(String, EvalItem), ActorError> {
+    ) -> Result<(Step, EvalItem), ActorError> {
         let config = self.config(j.config).await?;
         Ok((
-            j.eval_step.clone(),
+            j.eval_step,
             EvalItem {
                 job: JobRef { job: j.id, attempt },
                 config: j.config,

@@ -46,7 +46,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
     }
     assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 3);
     assert!(inner.compiling.borrow().is_empty());
-    let eval_queue = ns.eval_queue("noop_run", "x86_64", 2);
+    let eval_queue = ns.eval_queue(shoal_model::Step::NoopRun, "x86_64", 2);
     assert_eq!(bus.queue_depth(&eval_queue).await.unwrap(), 1);
     let mut evals = bus.consume(&eval_queue, 8).await.unwrap();
     let eval = next_eval_request(&*bus, &mut evals).await;
@@ -110,7 +110,9 @@ async fn a_known_build_goes_straight_to_eval(
     let j = store.job(id).await.unwrap().unwrap();
     assert_eq!((j.state, j.attempt), (EvalQueued, 2));
     assert_eq!(j.artifact.as_deref(), Some("sha256:art"));
-    let compile_queue = bus.namespace().compile_queue("noop_build", "x86_64");
+    let compile_queue = bus
+        .namespace()
+        .compile_queue(shoal_model::Step::NoopBuild, "x86_64");
     assert_eq!(
         bus.queue_depth(&compile_queue).await.unwrap(),
         0,
@@ -163,7 +165,7 @@ pub(super) async fn session_with_jobs(n: usize) -> (shoal_store::SqliteStore, Se
             reason: "replies".into(),
             arch: "x86_64".into(),
             num_cu: 2,
-            backend: "noop".into(),
+            backend: shoal_model::Backend::Noop,
             spec: String::new(),
             spec_path: String::new(),
             library_version: String::new(),
@@ -195,8 +197,8 @@ pub(super) async fn session_with_jobs(n: usize) -> (shoal_store::SqliteStore, Se
             session,
             config,
             solver,
-            compile_step: "noop_build".into(),
-            eval_step: "noop_run".into(),
+            compile_step: shoal_model::Step::NoopBuild,
+            eval_step: shoal_model::Step::NoopRun,
             build_key: "noop:B=1".into(),
             compile_params: Params::from_key("B=1").unwrap(),
             run_params: Params::from_key(&format!("R={i}")).unwrap(),
@@ -237,7 +239,7 @@ async fn dispatched(
     let inner = scheduler.fresh_inner();
     assert!(inner.dispatch_compile(session).await.unwrap());
     let mut compiles = bus
-        .consume(&ns.compile_queue("noop_build", "x86_64"), 8)
+        .consume(&ns.compile_queue(shoal_model::Step::NoopBuild, "x86_64"), 8)
         .await
         .unwrap();
     let d = compiles.next().await.unwrap().unwrap();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use shoal_gpu::{Device, DeviceKind};
 use shoal_model::queue::Namespace;
-use shoal_model::{NewSession, Session, SessionId};
+use shoal_model::{NewSession, Session, SessionId, Step};
 
 use super::{timing_core, ExporterPlan, Topology};
 use crate::cluster::{Roles, WorkerOptions};
@@ -43,7 +43,7 @@ fn session(arch: &str, num_cu: u32) -> Session {
             reason: "plan".into(),
             arch: arch.into(),
             num_cu,
-            backend: "command".into(),
+            backend: shoal_model::Backend::Command,
             spec: String::new(),
             spec_path: String::new(),
             library_version: String::new(),
@@ -67,7 +67,7 @@ fn embedded(arch: &str, num_cu: u32) -> Result<Topology, crate::ActorError> {
     };
     crate::embedded::plan(
         &session(arch, num_cu),
-        ("command_build", "command_run"),
+        (Step::CommandBuild, Step::CommandRun),
         &ns,
         &opts,
     )
@@ -79,9 +79,9 @@ fn worker(roles: Roles, eval_on_cpu: bool) -> WorkerOptions {
         host: "h:1".into(),
         work_dir: PathBuf::from("/w"),
         compile_slots: Some(2),
-        compile_steps: vec!["command_build".into()],
+        compile_steps: vec![Step::CommandBuild],
         compile_archs: vec!["sm_90".into(), "x86_64".into()],
-        eval_steps: vec!["command_run".into(), "miopen_perf_eval".into()],
+        eval_steps: vec![Step::CommandRun, Step::MiopenPerfEval],
         eval_on_cpu,
         monitor_interval: Duration::from_secs(5),
         scheduler: SchedulerConfig::default(),

@@ -183,7 +183,7 @@ impl Shared {
         }
         let (closed, _) = watch::channel(false);
         Ok(Shared {
-            dead_exchange: format!("{}.dlx", ns.as_str()),
+            dead_exchange: ns.dead_letter_exchange(),
             dead_queue: ns.dead_letter_queue(),
             ns,
             options,

@@ -92,9 +92,12 @@ fn text(payload: &[u8]) -> String {
     String::from_utf8_lossy(payload).into_owned()
 }
 
-/// Declares a queue named after `step` in the bus's namespace.
-async fn declare(bus: &dyn Bus, step: &str, delivery_limit: u32) -> String {
-    let q = bus.namespace().compile_queue(step, "x86_64");
+/// Declares a queue named after `name` in the bus's namespace (a compile queue whose
+/// architecture is the name, so every case has a queue of its own).
+async fn declare(bus: &dyn Bus, name: &str, delivery_limit: u32) -> String {
+    let q = bus
+        .namespace()
+        .compile_queue(shoal_model::Step::CommandBuild, name);
     bus.declare_queue(&q, &QueueOptions { delivery_limit })
         .await
         .unwrap_or_else(|e| panic!("declare {q}: {e}"));

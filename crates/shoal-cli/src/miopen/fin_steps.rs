@@ -105,7 +105,7 @@ pub async fn applicability_update(
         .session(session_id)
         .await?
         .with_context(|| format!("session {session} is not in the store"))?;
-    if info.info.backend != "miopen" {
+    if info.info.backend != shoal_model::Backend::Miopen {
         bail!("session {session} is not a MIOpen session");
     }
     let solvers = store.solvers().await?;

@@ -31,7 +31,7 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
         .session(req.session)
         .await?
         .with_context(|| format!("session {} is not in the store", req.session))?;
-    if session.info.backend != "miopen" {
+    if session.info.backend != shoal_model::Backend::Miopen {
         bail!(
             "session {} is a `{}` session; `jobs load` loads MIOpen jobs",
             req.session,
@@ -96,8 +96,8 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
                 session: req.session,
                 config: config.id,
                 solver: solver.id,
-                compile_step: PERF_COMPILE.into(),
-                eval_step: PERF_EVAL.into(),
+                compile_step: shoal_model::Step::MiopenPerfCompile,
+                eval_step: shoal_model::Step::MiopenPerfEval,
                 build_key: miopen::build_key(&conv, &solver.name),
                 compile_params: compile,
                 run_params: Params::new(),

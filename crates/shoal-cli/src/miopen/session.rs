@@ -81,7 +81,7 @@ pub fn identity(init: &SessionInit, root: &Path) -> anyhow::Result<NewSession> {
         reason: init.reason.clone(),
         arch,
         num_cu,
-        backend: "miopen".into(),
+        backend: shoal_model::Backend::Miopen,
         spec: String::new(),
         spec_path: String::new(),
         library_version: miopen,

@@ -56,7 +56,7 @@ pub async fn sessions_round_trip_and_find(store: &dyn Store) {
             ..x.clone()
         },
         NewSession {
-            backend: "miopen".into(),
+            backend: shoal_model::Backend::Miopen,
             ..x.clone()
         },
         NewSession {
@@ -263,8 +263,8 @@ pub async fn insert_jobs_is_idempotent(store: &dyn Store) {
     assert_eq!(j.session, w.session);
     assert_eq!(j.config, w.config);
     assert_eq!(j.solver, w.solver);
-    assert_eq!(j.compile_step, "command_compile");
-    assert_eq!(j.eval_step, "command_eval");
+    assert_eq!(j.compile_step, shoal_model::Step::CommandBuild);
+    assert_eq!(j.eval_step, shoal_model::Step::CommandRun);
     assert_eq!(j.compile_params, params(&[("TILE", "32")]));
     assert_eq!(j.run_params, params(&[("SPLIT", "1")]));
     assert_eq!((j.state, j.attempt, j.retries), (New, 0, 0));

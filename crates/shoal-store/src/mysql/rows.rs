@@ -96,8 +96,8 @@ pub(crate) fn job(mut row: Row) -> Result<Job> {
         session: SessionId(get(r, 1)?),
         config: ConfigId(get(r, 2)?),
         solver: SolverId(get(r, 3)?),
-        compile_step: get(r, 4)?,
-        eval_step: get(r, 5)?,
+        compile_step: get::<String>(r, 4)?.parse().map_err(|e| bad(r, 4, e))?,
+        eval_step: get::<String>(r, 5)?.parse().map_err(|e| bad(r, 5, e))?,
         compile_params: json(r, 6)?,
         run_params: json(r, 7)?,
         build_key: get(r, 8)?,
@@ -123,7 +123,9 @@ pub(crate) fn session(mut row: Row) -> Result<Session> {
             reason: get(r, 2)?,
             arch: get(r, 3)?,
             num_cu: get(r, 4)?,
-            backend: get(r, 5)?,
+            backend: get::<String>(r, 5)?
+                .parse()
+                .map_err(|e: String| bad(r, 5, e))?,
             spec: get(r, 6)?,
             spec_path: get(r, 7)?,
             library_version: get(r, 8)?,

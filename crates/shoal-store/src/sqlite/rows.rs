@@ -45,8 +45,8 @@ pub(crate) fn job(row: &Row<'_>) -> rusqlite::Result<Job> {
         session: SessionId(row.get(1)?),
         config: ConfigId(row.get(2)?),
         solver: SolverId(row.get(3)?),
-        compile_step: row.get(4)?,
-        eval_step: row.get(5)?,
+        compile_step: text_as(row, 4)?,
+        eval_step: text_as(row, 5)?,
         compile_params: json(row, 6)?,
         run_params: json(row, 7)?,
         build_key: row.get(8)?,
@@ -62,6 +62,23 @@ pub(crate) fn job(row: &Row<'_>) -> rusqlite::Result<Job> {
     })
 }
 
+/// A text column read as a name of a typed value (a step, a backend); a name this build does not
+/// know is a conversion error that names the column.
+fn text_as<T>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    let name: String = row.get(idx)?;
+    name.parse().map_err(|e: T::Err| {
+        rusqlite::Error::FromSqlConversionFailure(
+            idx,
+            rusqlite::types::Type::Text,
+            e.to_string().into(),
+        )
+    })
+}
+
 /// Reads the columns of `queries::session_columns!`.
 pub(crate) fn session(row: &Row<'_>) -> rusqlite::Result<Session> {
     Ok(Session {
@@ -71,7 +88,16 @@ pub(crate) fn session(row: &Row<'_>) -> rusqlite::Result<Session> {
             reason: row.get(2)?,
             arch: row.get(3)?,
             num_cu: row.get(4)?,
-            backend: row.get(5)?,
+            backend: {
+                let name: String = row.get(5)?;
+                name.parse().map_err(|e: String| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        5,
+                        rusqlite::types::Type::Text,
+                        e.into(),
+                    )
+                })?
+            },
             spec: row.get(6)?,
             spec_path: row.get(7)?,
             library_version: row.get(8)?,
