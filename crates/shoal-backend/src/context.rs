@@ -20,7 +20,7 @@ pub struct RunContext<'a> {
     /// The GPU to make visible to the child (`HIP_VISIBLE_DEVICES` / `CUDA_VISIBLE_DEVICES`).
     pub gpu_index: Option<u32>,
     /// The device's long-lived runner, for library-mode specs (the Evaluator owns it).
-    pub runner: Option<&'a crate::library::RunnerSlot>,
+    pub runner: Option<&'a crate::runner_slot::RunnerSlot>,
 }
 
 /// The environment that makes only GPU `index` visible to a child, by the index the GpuMonitor

@@ -33,6 +33,7 @@ pub mod failure;
 pub mod library;
 pub mod miopen;
 pub mod process;
+pub mod runner_slot;
 pub mod session;
 pub mod spec;
 

@@ -142,3 +142,10 @@ pub fn hostname() -> String {
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "localhost".into())
 }
+
+/// The one-line count of a session's jobs per state, printed at the end of a tuning in either
+/// mode.
+pub fn print_summary(counts: &std::collections::BTreeMap<shoal_model::JobState, u64>) {
+    let line: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    println!("jobs: {}", line.join(", "));
+}

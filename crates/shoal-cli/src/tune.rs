@@ -1,6 +1,5 @@
 //! `shoal tune`: one command from a spec to a tuned table, in the embedded mode.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,10 +8,9 @@ use anyhow::Context;
 use shoal_actors::backends::SessionBackends;
 use shoal_actors::exporter::Export;
 use shoal_backend::SessionBackend;
-use shoal_model::JobState;
 
 use crate::args::TuneArgs;
-use crate::run::{run_session, RunOptions};
+use crate::run::{print_summary, run_session, RunOptions};
 use crate::store_open::open_migrated;
 
 pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
@@ -131,9 +129,4 @@ fn choose_device(
                 )
             }),
     }
-}
-
-pub fn print_summary(counts: &BTreeMap<JobState, u64>) {
-    let line: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
-    println!("jobs: {}", line.join(", "));
 }

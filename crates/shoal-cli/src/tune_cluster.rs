@@ -43,7 +43,7 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
     let summary = shoal_actors::exporter::export(&*store, &backends, session, &out).await?;
     println!();
     print!("{}", summary.table);
-    crate::tune::print_summary(&store.state_counts(session).await?);
+    crate::run::print_summary(&store.state_counts(session).await?);
     println!(
         "tuned table: {}  (all candidates: {})",
         summary.csv.display(),

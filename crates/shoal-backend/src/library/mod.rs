@@ -22,18 +22,19 @@
 pub mod protocol;
 pub mod runner;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shoal_model::{FailureKind, Measurement, Outcome, Params};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::context::RunContext;
 use crate::failure::{failure_kind, ChildFate, ChildStep};
 use crate::process::{self, ChildEnd, GroupGuard, Tail};
+use crate::runner_slot::Runner;
+pub use crate::runner_slot::{runner_program, RunnerSlot};
 use crate::spec::TuningSpec;
 use protocol::{Reply, Request, Status};
 
@@ -47,71 +48,13 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// group); after that, what was read is what is quoted.
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
-/// The argv that starts a runner: `custom` (the CLI's `$SHOAL_RUNNER`, split on whitespace),
-/// else this executable with the `runner` subcommand.
-pub fn runner_program(custom: Option<&str>) -> Vec<String> {
-    if let Some(custom) = custom {
-        let argv: Vec<String> = custom.split_whitespace().map(str::to_string).collect();
-        if !argv.is_empty() {
-            return argv;
-        }
-    }
-    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("shoal"));
-    vec![exe.display().to_string(), "runner".into()]
-}
-
-/// The runner of one device, started on first use and again after each crash. The Evaluator
-/// of a device owns one; evaluations through it are serialized.
-pub struct RunnerSlot {
-    program: Vec<String>,
-    runner: tokio::sync::Mutex<Option<Runner>>,
-}
-
-impl std::fmt::Debug for RunnerSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunnerSlot")
-            .field("program", &self.program)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for RunnerSlot {
-    fn default() -> Self {
-        RunnerSlot::new(runner_program(None))
-    }
-}
-
 impl RunnerSlot {
-    pub fn new(program: Vec<String>) -> Self {
-        RunnerSlot {
-            program,
-            runner: tokio::sync::Mutex::new(None),
-        }
-    }
-
     /// Stops the runner, if one runs (its states are released by it on the way out).
     pub async fn stop(&self) {
         if let Some(r) = self.runner.lock().await.take() {
             r.stop().await;
         }
     }
-}
-
-/// A live runner process.
-struct Runner {
-    /// The spec identity it serves: states prepared for one spec mean nothing to another.
-    spec_identity: String,
-    child: Child,
-    /// `None` once closed, which asks the runner to stop.
-    stdin: Option<ChildStdin>,
-    replies: BufReader<ChildStdout>,
-    stderr: Arc<Mutex<Tail>>,
-    /// The task draining stderr into `stderr`; done once every holder of the pipe has gone.
-    stderr_reader: tokio::task::JoinHandle<()>,
-    guard: GroupGuard,
-    /// A request was sent and its reply not read (the caller was cancelled mid-call): the next
-    /// reply on the pipe would be the wrong one, so such a runner is replaced.
-    in_call: bool,
 }
 
 /// How a call to the runner ended, short of a reply.

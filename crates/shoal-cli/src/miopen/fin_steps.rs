@@ -184,7 +184,7 @@ pub async fn run(args: RunArgs, db: &Path) -> anyhow::Result<ExitCode> {
     )
     .await?;
     running.shutdown().await?;
-    crate::tune::print_summary(&store.state_counts(session).await?);
+    crate::run::print_summary(&store.state_counts(session).await?);
     if interrupted {
         eprintln!("interrupted: run the same command again to finish");
         return Ok(ExitCode::from(130));
