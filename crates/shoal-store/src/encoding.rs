@@ -8,7 +8,7 @@
 //! store turns these plain values into its own parameter and row types, and names the column
 //! when a value read back does not decode.
 
-use shoal_model::{FailureKind, JobState, Measurement, Outcome};
+use shoal_model::{FailureKind, JobState, Measurement, Outcome, Transition};
 
 use crate::{BuildRecord, Result, StoreError};
 
@@ -67,6 +67,48 @@ pub(crate) fn timestamp_slot(to: JobState) -> Option<usize> {
 
 /// The six per-state timestamp values of an update: `now` in the column of the state entered,
 /// `None` (keep what is there) in the others.
+/// What a transition writes into its job's row, the job id and the compare-and-set aside: the
+/// one description of a change's new values that both stores use, SQLite to fuse a chain of one
+/// job's changes into one `UPDATE`, MySQL to group changes with the same new values into one.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct RowWrite<'a> {
+    pub to: JobState,
+    /// The attempt the row is left at.
+    pub attempt: u32,
+    /// Retries added to the row's count.
+    pub retries: i64,
+    pub lease_deadline_ms: Option<i64>,
+    pub worker: Option<&'a str>,
+    /// `None` keeps the row's artifact.
+    pub artifact: Option<&'a str>,
+    pub failure: Option<(FailureKind, &'a str)>,
+}
+
+impl<'a> RowWrite<'a> {
+    pub fn of(t: &'a Transition) -> Self {
+        RowWrite {
+            to: t.to,
+            attempt: t.next_attempt(),
+            retries: i64::from(t.count_retry),
+            lease_deadline_ms: t.lease_deadline_ms,
+            worker: t.worker.as_deref(),
+            artifact: t.artifact.as_deref(),
+            failure: t.failure.as_ref().map(|(k, e)| (*k, e.as_str())),
+        }
+    }
+
+    /// This write followed by `t`'s on the same row: `t` sets what it sets, the last artifact
+    /// given is kept, and every retry counts.
+    pub fn then(self, t: &'a Transition) -> Self {
+        let next = RowWrite::of(t);
+        RowWrite {
+            retries: self.retries + next.retries,
+            artifact: next.artifact.or(self.artifact),
+            ..next
+        }
+    }
+}
+
 pub(crate) fn timestamps(to: JobState, now: i64) -> [Option<i64>; 6] {
     let slot = timestamp_slot(to);
     std::array::from_fn(|i| (slot == Some(i)).then_some(now))

@@ -12,12 +12,12 @@ use std::collections::{BTreeSet, HashMap};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Transaction, Value};
 use shoal_model::message::JobRef;
-use shoal_model::{FailureKind, Job, JobState, Transition};
+use shoal_model::{Job, JobState, Transition};
 
 use super::ops::{begin, finish, jobs, padded, Ctx, OpResult};
 use super::queries as q;
 use super::rows::{self, int, opt_int, opt_text, text};
-use crate::encoding::{build_columns, timestamps};
+use crate::encoding::{build_columns, timestamps, RowWrite};
 use crate::{Batch, BuildRecord, StoreError};
 
 /// The six per-state timestamp parameters of `CAS_UPDATE`: `now` in the column of the state
@@ -94,12 +94,7 @@ fn set_params(t: &Transition, now: i64) -> Vec<Value> {
 struct GroupKey<'a> {
     from: JobState,
     attempt: u32,
-    to: JobState,
-    count_retry: bool,
-    lease: Option<i64>,
-    worker: Option<&'a str>,
-    artifact: Option<&'a str>,
-    failure: Option<(FailureKind, &'a str)>,
+    row: RowWrite<'a>,
 }
 
 impl<'a> GroupKey<'a> {
@@ -107,12 +102,7 @@ impl<'a> GroupKey<'a> {
         GroupKey {
             from: t.from,
             attempt: t.attempt,
-            to: t.to,
-            count_retry: t.count_retry,
-            lease: t.lease_deadline_ms,
-            worker: t.worker.as_deref(),
-            artifact: t.artifact.as_deref(),
-            failure: t.failure.as_ref().map(|(k, e)| (*k, e.as_str())),
+            row: RowWrite::of(t),
         }
     }
 }

@@ -17,7 +17,7 @@ use shoal_model::{
 
 use super::queries as q;
 use super::rows::{self, outcome_columns, to_json};
-use crate::encoding::{build_columns, decode_build, decode_state_counts, timestamps};
+use crate::encoding::{build_columns, decode_build, decode_state_counts, timestamps, RowWrite};
 use crate::{Batch, BuildRecord, Change, Result, StoreError};
 
 /// Adds what was being done to a rusqlite error.
@@ -359,37 +359,20 @@ fn continues(prev: &Transition, next: &Transition) -> bool {
 /// given, counts every retry and stamps the time of every state entered. The compare-and-set is
 /// the first one's, since each later one holds exactly when the one before applied.
 struct Fused<'a> {
-    to: JobState,
-    attempt: u32,
-    retries: i64,
-    lease_deadline_ms: Option<i64>,
-    worker: Option<&'a str>,
-    artifact: Option<&'a str>,
-    failure: Option<(&'static str, &'a str)>,
+    row: RowWrite<'a>,
     ts: [Option<i64>; 6],
 }
 
 impl<'a> Fused<'a> {
     fn of(chain: &'a [Change], now: i64) -> Fused<'a> {
+        let (first, rest) = chain.split_first().expect("a chain has a first change");
         let mut f = Fused {
-            to: JobState::New,
-            attempt: 0,
-            retries: 0,
-            lease_deadline_ms: None,
-            worker: None,
-            artifact: None,
-            failure: None,
-            ts: [None; 6],
+            row: RowWrite::of(&first.transition),
+            ts: timestamps(first.transition.to, now),
         };
-        for c in chain {
+        for c in rest {
             let t = &c.transition;
-            f.to = t.to;
-            f.attempt = t.next_attempt();
-            f.retries += i64::from(t.count_retry);
-            f.lease_deadline_ms = t.lease_deadline_ms;
-            f.worker = t.worker.as_deref();
-            f.artifact = t.artifact.as_deref().or(f.artifact);
-            f.failure = t.failure.as_ref().map(|(k, e)| (k.as_str(), e.as_str()));
+            f.row = f.row.then(t);
             for (slot, v) in f.ts.iter_mut().zip(timestamps(t.to, now)) {
                 *slot = v.or(*slot);
             }
@@ -424,15 +407,16 @@ pub(crate) fn apply(conn: &mut Connection, batch: &Batch, now: i64) -> Result<Ve
             let f = Fused::of(chain, now);
             let first = &chain[0].transition;
             let [ts0, ts1, ts2, ts3, ts4, ts5] = f.ts;
-            let (kind, error) = f.failure.unzip();
+            let row = f.row;
+            let (kind, error) = row.failure.map(|(k, e)| (k.as_str(), e)).unzip();
             let rows = cas
                 .execute(params![
-                    f.to.as_str(),
-                    f.attempt,
-                    f.retries,
-                    f.lease_deadline_ms,
-                    f.worker,
-                    f.artifact,
+                    row.to.as_str(),
+                    row.attempt,
+                    row.retries,
+                    row.lease_deadline_ms,
+                    row.worker,
+                    row.artifact,
                     kind,
                     error,
                     now,
