@@ -213,3 +213,48 @@ fn a_read_only_disk_stops_tune_with_a_clear_error_and_a_rerun_finishes() {
         &["cannot write its disk", "readonly", "Read-only"],
     );
 }
+
+/// An export into a directory on a read-only disk says which directory, before it computes or
+/// writes anything, and the files there stay as they were.
+#[test]
+fn an_export_into_a_read_only_directory_names_it_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let exports = dir.path().join("exports");
+    std::fs::create_dir(&exports).unwrap();
+    let Some(_mounted) = Tmpfs::mount(&exports, "1m") else {
+        eprintln!("full_disk: cannot mount a tmpfs here (needs root): not run");
+        return;
+    };
+    std::fs::create_dir(disk_dir(dir.path())).unwrap();
+    common::run_ok(&mut tune(dir.path()));
+    std::fs::write(exports.join("tuned.csv"), "kept\n").unwrap();
+    remount(&exports, "ro");
+    let out = common::shoal(dir.path())
+        .args([
+            "export",
+            "--db",
+            "disk/t.db",
+            "--session",
+            "1",
+            "--force",
+            "-o",
+        ])
+        .arg(&exports)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("cannot write into") && err.contains("exports"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(exports.join("tuned.csv")).unwrap(),
+        "kept\n"
+    );
+    remount(&exports, "rw");
+}
+
+fn disk_dir(dir: &Path) -> PathBuf {
+    dir.join("disk")
+}

@@ -122,6 +122,8 @@ fn resnet50_perf_tuning_session_end_to_end() {
         );
     }
 
+    exports_never_destroy_what_is_there(d, &out);
+
     // The perf db: one perf_db row per (config, solver) whose job succeeded with a perf config.
     let db = rusqlite::Connection::open(d.join("shoal.db")).unwrap();
     let succeeded: i64 = db
@@ -156,4 +158,64 @@ fn resnet50_perf_tuning_session_end_to_end() {
         )
         .unwrap();
     assert_eq!(open, 0);
+}
+
+/// A second export into the same directory stops before writing anything, names the files it
+/// would have replaced, and leaves them byte for byte (here: a stand-in for a shipped database);
+/// with `--force` it replaces them whole, leaving no partial file behind.
+fn exports_never_destroy_what_is_there(d: &Path, out: &Path) {
+    let shipped = out.join("gfx90a6e.db.txt");
+    std::fs::write(&shipped, "shipped perf db\n").unwrap();
+    let before: Vec<(String, Vec<u8>)> = files_in(out);
+    let again = shoal(d)
+        .args(["export", "--session", "1", "-o"])
+        .arg(out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success(), "{err}");
+    for name in [
+        "gfx90a6e.HIP.fdb.txt",
+        "gfx90a6e.db",
+        "gfx90a6e.db.txt",
+        "gfx90a6e.kdb",
+    ] {
+        assert!(err.contains(name), "{name} not named:\n{err}");
+    }
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(files_in(out), before, "nothing on disk changed");
+
+    let forced = stdout(
+        shoal(d)
+            .args(["export", "--session", "1", "--force", "-o"])
+            .arg(out),
+    );
+    assert!(forced.contains("gfx90a6e.db.txt"), "{forced}");
+    assert_ne!(std::fs::read(&shipped).unwrap(), b"shipped perf db\n");
+    let names: Vec<String> = files_in(out).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "gfx90a6e.HIP.fdb.txt",
+            "gfx90a6e.db",
+            "gfx90a6e.db.txt",
+            "gfx90a6e.kdb"
+        ],
+        "no partial or probe file left"
+    );
+}
+
+fn files_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
 }

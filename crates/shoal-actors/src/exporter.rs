@@ -33,6 +33,8 @@ impl Actor for Exporter {
 pub struct Export {
     pub session: SessionId,
     pub out_dir: PathBuf,
+    /// Replace the files already there (`shoal tune` replaces its own table).
+    pub force: bool,
 }
 
 /// What was written, and the table for the terminal.
@@ -50,7 +52,9 @@ impl Handler<Export> for Exporter {
     fn handle(&mut self, msg: Export, _ctx: &mut Self::Context) -> Self::Result {
         let store = self.store.clone();
         let backends = self.backends.clone();
-        Box::pin(async move { export(&*store, &backends, msg.session, &msg.out_dir).await })
+        Box::pin(
+            async move { export(&*store, &backends, msg.session, &msg.out_dir, msg.force).await },
+        )
     }
 }
 
@@ -60,6 +64,7 @@ pub async fn export(
     backends: &SessionBackends,
     session: SessionId,
     out_dir: &std::path::Path,
+    force: bool,
 ) -> Result<ExportSummary, ActorError> {
     let info = store
         .session(session)
@@ -75,8 +80,8 @@ pub async fn export(
         flops: &flops,
     };
     let rows = shoal_export::tuned_rows(&ctx, &results);
-    let (csv, json) = shoal_export::write_files(&ctx, &rows, out_dir)
-        .map_err(|e| ActorError::Other(format!("writing into {}: {e}", out_dir.display())))?;
+    let (csv, json) = shoal_export::write_files(&ctx, &rows, out_dir, force)
+        .map_err(|e| ActorError::Other(e.to_string()))?;
     let table = shoal_export::render_table(&ctx, &rows);
     Ok(ExportSummary {
         rows,
@@ -134,7 +139,9 @@ pub async fn serve_requests(
                     continue;
                 }
             };
-            match export(&*store, &backends, session, &out_dir).await {
+            // An operator re-exports under the same name to refresh it (the files are replaced
+            // whole, never half-written); the control message has no flag to ask.
+            match export(&*store, &backends, session, &out_dir, true).await {
                 Ok(summary) => tracing::info!(%session, csv = %summary.csv.display(), "exported"),
                 Err(e) => tracing::error!(%session, error = %e, "export failed"),
             }

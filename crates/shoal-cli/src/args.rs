@@ -86,6 +86,12 @@ pub enum Command {
         /// tuned table into the directory on its host, instead of writing it here.
         #[arg(long)]
         cluster: bool,
+        /// Replace files already in the output directory. Without it, an export into a
+        /// directory that holds any of the files it would write stops before writing anything,
+        /// and lists them. Either way each file is written whole, through a temporary file
+        /// renamed into place, so an interrupted export never leaves half a database.
+        #[arg(long)]
+        force: bool,
     },
     /// List the devices this host can evaluate on, as the GpuMonitor sees them.
     Devices,

@@ -44,13 +44,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             perf_db,
             kern_db,
             cluster: false,
+            force,
         } => {
             let which = crate::miopen::export::Which {
                 find_db,
                 perf_db,
                 kern_db,
             };
-            export(&db, session, &out, which).await
+            export(&db, session, &out, which, force).await
         }
         Command::Devices => Ok(devices()),
         Command::ImportConfigs(args) => crate::miopen::import_configs(args, &db).await,
@@ -133,6 +134,7 @@ async fn export(
     session: i64,
     out: &Path,
     which: crate::miopen::export::Which,
+    force: bool,
 ) -> anyhow::Result<ExitCode> {
     let store = open_migrated(db).await?;
     let info = store
@@ -140,13 +142,14 @@ async fn export(
         .await?
         .with_context(|| format!("session {session} is not in the store"))?;
     if info.info.backend == shoal_model::Backend::Miopen {
-        return crate::miopen::export::export(&*store, &info, out, which).await;
+        return crate::miopen::export::export(&*store, &info, out, which, force).await;
     }
     let summary = shoal_actors::exporter::export(
         &*store,
         &SessionBackends::new(crate::host::fin_path(None)),
         SessionId(session),
         out,
+        force,
     )
     .await?;
     print!("{}", summary.table);

@@ -70,6 +70,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         .send(Export {
             session,
             out_dir: out.clone(),
+            force: true,
         })
         .await
         .context("the exporter stopped")?

@@ -40,7 +40,7 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("shoal-out").join(&spec.name));
-    let summary = shoal_actors::exporter::export(&*store, &backends, session, &out).await?;
+    let summary = shoal_actors::exporter::export(&*store, &backends, session, &out, true).await?;
     println!();
     print!("{}", summary.table);
     crate::run::print_summary(&store.state_counts(session).await?);

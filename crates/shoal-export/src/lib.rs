@@ -4,6 +4,8 @@
 //! Pure functions over [`FinalResult`]s: the Exporter actor reads the store and writes the files;
 //! the decisions about what "best" means and what the columns are live here, once.
 
+pub mod files;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
@@ -163,32 +165,33 @@ pub fn write_json(rows: &[TunedRow], out: &mut dyn Write) -> std::io::Result<()>
     out.write_all(b"\n")
 }
 
-/// Writes `tuned.csv` and `tuned.json` into `dir` (created if missing); returns their paths.
+/// The files [`write_files`] writes.
+pub const TABLE_FILES: [&str; 2] = ["tuned.csv", "tuned.json"];
+
+/// Writes `tuned.csv` and `tuned.json` into `dir` (created if missing), each through a temporary
+/// file renamed into place; returns their paths. Existing files are replaced only with `force`
+/// (see [`files`]): `shoal tune` replaces its own table, `shoal export` asks first.
 pub fn write_files(
     ctx: &TableContext<'_>,
     rows: &[TunedRow],
     dir: &Path,
-) -> std::io::Result<(std::path::PathBuf, std::path::PathBuf)> {
-    std::fs::create_dir_all(dir)?;
-    let csv_path = dir.join("tuned.csv");
-    let json_path = dir.join("tuned.json");
-    write_atomically(&csv_path, |f| write_csv(ctx, rows, f))?;
-    write_atomically(&json_path, |f| write_json(rows, f))?;
-    Ok((csv_path, json_path))
+    force: bool,
+) -> Result<(std::path::PathBuf, std::path::PathBuf), files::OutputError> {
+    let out = files::OutputDir::prepare(dir, &TABLE_FILES, force)?;
+    let [csv, json] = TABLE_FILES;
+    out.write(csv, |p| write_with(p, |f| write_csv(ctx, rows, f)))?;
+    out.write(json, |p| write_with(p, |f| write_json(rows, f)))?;
+    Ok((out.path(csv), out.path(json)))
 }
 
-/// Writes to a temporary file beside `path` and renames it, so a reader never sees half a file.
-fn write_atomically(
+/// Creates `path` and writes it through a buffer.
+fn write_with(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        write(&mut f)?;
-        f.flush()?;
-    }
-    std::fs::rename(&tmp, path)
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    write(&mut f)?;
+    f.flush()
 }
 
 /// A terminal table of the winners, in the spirit of tune.py's summary: one line per problem.

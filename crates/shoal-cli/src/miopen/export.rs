@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use shoal_backend::miopen::parse_compiled;
+use shoal_export::files::OutputDir;
 use shoal_miopen::export::{self, FindDbEntry, KdbEntry, PerfDbEntry};
 use shoal_miopen::ConvConfig;
 use shoal_model::{JobState, Outcome, Session};
@@ -24,6 +25,7 @@ pub async fn export(
     session: &Session,
     out: &Path,
     which: Which,
+    force: bool,
 ) -> anyhow::Result<ExitCode> {
     let all = !(which.find_db || which.perf_db || which.kern_db);
     let (find_db, perf_db, kern_db) = (
@@ -31,9 +33,20 @@ pub async fn export(
         all || which.perf_db,
         all || which.kern_db,
     );
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let arch = &session.info.arch;
     let names = export::file_names(arch, session.info.num_cu);
+    // Every file this export writes is checked before any is computed or written.
+    let mut writes: Vec<&str> = Vec::new();
+    if find_db {
+        writes.push(&names.find_db);
+    }
+    if perf_db {
+        writes.extend([names.perf_db_sqlite.as_str(), names.perf_db_text.as_str()]);
+    }
+    if kern_db {
+        writes.push(&names.kern_db);
+    }
+    let dir = OutputDir::prepare(out, &writes, force)?;
     let mut finds = Vec::new();
     let mut perfs = Vec::new();
     let mut kernels = Vec::new();
@@ -85,26 +98,22 @@ pub async fn export(
         }
     }
     if find_db {
-        let path = out.join(&names.find_db);
-        std::fs::write(&path, export::find_db_text(&finds))
-            .with_context(|| format!("writing {}", path.display()))?;
-        println!("{}: {} entries", path.display(), finds.len());
+        let name = &names.find_db;
+        dir.write_bytes(name, export::find_db_text(&finds).as_bytes())?;
+        println!("{}: {} entries", dir.path(name).display(), finds.len());
     }
     if perf_db {
-        let sqlite = out.join(&names.perf_db_sqlite);
-        let counts = export::write_perf_db_sqlite(&sqlite, &perfs)
-            .with_context(|| format!("writing {}", sqlite.display()))?;
-        println!("{}: {counts:?}", sqlite.display());
-        let text = out.join(&names.perf_db_text);
-        std::fs::write(&text, export::perf_db_text(&perfs))
-            .with_context(|| format!("writing {}", text.display()))?;
-        println!("{}: {} entries", text.display(), perfs.len());
+        let sqlite = &names.perf_db_sqlite;
+        let counts = dir.write(sqlite, |p| export::write_perf_db_sqlite(p, &perfs))?;
+        println!("{}: {counts:?}", dir.path(sqlite).display());
+        let text = &names.perf_db_text;
+        dir.write_bytes(text, export::perf_db_text(&perfs).as_bytes())?;
+        println!("{}: {} entries", dir.path(text).display(), perfs.len());
     }
     if kern_db {
-        let path = out.join(&names.kern_db);
-        let n = export::write_kdb(&path, &kernels)
-            .with_context(|| format!("writing {}", path.display()))?;
-        println!("{}: {n} kernels", path.display());
+        let name = &names.kern_db;
+        let n = dir.write(name, |p| export::write_kdb(p, &kernels))?;
+        println!("{}: {n} kernels", dir.path(name).display());
     }
     Ok(ExitCode::SUCCESS)
 }
