@@ -126,34 +126,58 @@ fn every_recorded_config_file_imports() {
 }
 
 #[test]
-fn a_bad_line_names_file_and_line_and_writes_nothing() {
+fn bad_lines_are_listed_and_the_rest_imported_unless_strict() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.txt");
     std::fs::write(
         &file,
         "./bin/MIOpenDriver conv -n 128 -c 1024 -H 14 -W 14 -k 256 -y 1 -x 1 -F 1\n\
-         ./bin/MIOpenDriver conv -n 128 -c 1024 -H 14 -W 14 -k 256 -y 1 -x 1 -Q 3 -F 1\n",
+         ./bin/MIOpenDriver conv -n 128 -c 1024 -H 14 -W 14 -k 256 -y 1 -x 1 -Q 3 -F 1\n\
+         ./bin/MIOpenDriver conv -n 64 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -F 1\n\
+         ./bin/MIOpenDriver conv -n 64 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -Z 2 -F 1\n",
     )
     .unwrap();
+    let configs = || -> i64 {
+        let conn = rusqlite::Connection::open(dir.path().join("shoal.db")).unwrap();
+        conn.query_row("SELECT COUNT(*) FROM config", [], |r| r.get(0))
+            .unwrap()
+    };
+    // --strict: the first bad line, named by file and line, and nothing written.
     let out = common::shoal(dir.path())
-        .args(["import-configs", "-t", "bad", "-f"])
+        .args(["import-configs", "-t", "bad", "--strict", "-f"])
         .arg(&file)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("bad.txt:2:"), "{stderr}");
-    assert!(stderr.contains("-Q"), "{stderr}");
-    let conn = rusqlite::Connection::open(dir.path().join("shoal.db")).unwrap();
-    let n: i64 = conn
-        .query_row("SELECT COUNT(*) FROM config", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 0, "nothing is written when a line is bad");
-    // With --skip-bad the good line goes in.
+    assert!(
+        stderr.contains("bad.txt:2:") && stderr.contains("-Q"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("bad.txt:4:"),
+        "stops at the first: {stderr}"
+    );
+    assert_eq!(
+        configs(),
+        0,
+        "nothing is written in --strict mode when a line is bad"
+    );
+    // By default: the two good lines go in, each bad line is listed with its number.
     let out = common::run_ok(
         common::shoal(dir.path())
-            .args(["import-configs", "-t", "bad", "--skip-bad", "-f"])
+            .args(["import-configs", "-t", "bad", "-f"])
             .arg(&file),
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("configs imported 1"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.txt:2:") && stderr.contains("bad.txt:4:"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("configs imported 2") && stdout.contains("rejected 2"),
+        "{stdout}"
+    );
+    assert_eq!(configs(), 2);
 }

@@ -92,11 +92,14 @@ fn resnet50_perf_tuning_session_end_to_end() {
         "resnet50",
         "--fin-steps",
         "miopen_perf_compile,miopen_perf_eval",
-        "--only-applicable",
         "-l",
         "e2e",
     ]));
-    assert!(loaded.contains("new"), "{loaded}");
+    // Only applicable pairs by default, as MITuna loads them.
+    assert!(
+        loaded.contains("new") && loaded.contains("not applicable"),
+        "{loaded}"
+    );
 
     common::run_ok(shoal(d).args(["run", "--session", "1", "-j", "2"]));
     // Every fin ran with MIOpen user-db and cache directories of its own worker slot: one per

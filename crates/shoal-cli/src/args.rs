@@ -101,8 +101,9 @@ pub enum Command {
     /// layouts and groups, prefixes such as `miopenConvolutionForward: ./bin/MIOpenDriver …`, and
     /// find-db keys. A line with no -F takes its direction from the API name in its prefix, else
     /// is expanded into all three directions; -F 0 means all three. Lines for other primitives
-    /// are counted and skipped. A line that cannot be parsed is reported as file:line, and then
-    /// nothing is written unless --skip-bad is given.
+    /// are counted and skipped. A line that cannot be parsed is listed on stderr as file:line
+    /// with the reason and the others are imported; --strict stops at the first bad line
+    /// instead, writing nothing. The file is streamed, so large files import in bounded memory.
     ImportConfigs(crate::miopen::ImportArgs),
     /// MIOpen tools.
     Miopen {

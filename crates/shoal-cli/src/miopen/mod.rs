@@ -28,8 +28,13 @@ pub struct ImportArgs {
     /// Also mark the configs as recurrent (tag `recurrent`), to be tuned again with every release.
     #[arg(long)]
     pub mark_recurrent: bool,
-    /// Import the good lines even if some lines cannot be parsed (they are listed).
+    /// Stop at the first line that cannot be parsed, before anything is written. By default
+    /// every line that parses is imported and each rejected line is listed on stderr.
     #[arg(long)]
+    pub strict: bool,
+    /// The default since lines that cannot be parsed are skipped anyway (kept for scripts that
+    /// pass it).
+    #[arg(long, hide = true)]
     pub skip_bad: bool,
 }
 
@@ -118,8 +123,12 @@ pub enum JobsCommand {
         /// Only these solvers (default: every tunable solver).
         #[arg(long, value_delimiter = ',')]
         solvers: Vec<String>,
-        /// Only (config, solver) pairs recorded as applicable (`shoal applicability update`).
-        #[arg(long)]
+        /// Also load (config, solver) pairs not recorded as applicable. By default only the
+        /// pairs `shoal applicability update` recorded as applicable are loaded, as MITuna does.
+        #[arg(long, conflicts_with = "only_applicable")]
+        all: bool,
+        /// The default (kept for scripts that pass MITuna's flag).
+        #[arg(long, hide = true)]
         only_applicable: bool,
         /// Why these jobs are loaded.
         #[arg(short = 'l', long, default_value = "")]
@@ -153,7 +162,12 @@ pub async fn import_configs(args: ImportArgs, db: &Path) -> anyhow::Result<ExitC
     if args.mark_recurrent {
         tags.push("recurrent".into());
     }
-    let (summary, code) = import::import(&*store, &args.file, &tags, args.skip_bad).await?;
+    let bad_lines = if args.strict {
+        import::BadLines::Stop
+    } else {
+        import::BadLines::Skip
+    };
+    let (summary, code) = import::import(&*store, &args.file, &tags, bad_lines).await?;
     println!("{}: {summary}", args.file.display());
     Ok(code)
 }
@@ -223,7 +237,8 @@ pub async fn jobs(cmd: JobsCommand, db: &Path) -> anyhow::Result<ExitCode> {
         tag,
         fin_steps,
         solvers,
-        only_applicable,
+        all,
+        only_applicable: _,
         reason,
     } = cmd;
     let store = open_migrated(db).await?;
@@ -234,7 +249,7 @@ pub async fn jobs(cmd: JobsCommand, db: &Path) -> anyhow::Result<ExitCode> {
             tag,
             fin_steps,
             solvers,
-            only_applicable,
+            only_applicable: !all,
             reason,
         },
     )

@@ -101,8 +101,10 @@ pub fn network_config(c: &ConvConfig) -> String {
 /// The forward output size `(out_d, out_h, out_w)` of the driver's x (`out_d` = 1 for 2-D), as
 /// `ConvolutionDescriptor::GetForwardOutputTensorWithLayout` computes it: `same`/`valid` padding
 /// formulas for a convolution with all dilations 1, the transposed formula for `-m trans`, the
-/// default formula otherwise. Where MIOpen would clamp a size below 1 up to 1 (or wrap it), this
-/// is an error: such a "convolution" has a filter larger than its padded input.
+/// default formula otherwise. A convolution whose (dilated) filter is larger than its padded input
+/// gets an output size of 1 on that axis, as MIOpen's own formula clamps it
+/// (`std::max(1, …)`); shipped find dbs hold such entries. A transposed convolution whose output
+/// is padded away is an error.
 pub fn output_dims(c: &ConvConfig) -> Result<(u32, u32, u32), String> {
     let dims = spatial(c);
     for (axis, _, _, _, stride, dil, _) in &dims {
@@ -117,20 +119,16 @@ pub fn output_dims(c: &ConvConfig) -> Result<(u32, u32, u32), String> {
     let first = 3 - dims.len();
     for (i, d) in dims.iter().enumerate() {
         let (axis, input, fil, pad, stride, dil, _) = *d;
-        let v = raw_output(c, &dims, i);
+        let mut v = raw_output(c, &dims, i);
         if v < 1 {
-            let why = match (c.mode, c.pad_mode) {
-                (ConvMode::Trans, _) => "the transposed output is padded away",
-                (_, PadMode::Same) if all_dilations_one(&dims) => "the input is empty",
-                (_, PadMode::Valid) if all_dilations_one(&dims) => {
-                    "`valid` padding: the filter is larger than the input"
-                }
-                _ => "the (dilated) filter is larger than the padded input",
-            };
-            return Err(format!(
-                "output {axis} would be {v} (< 1): in_{axis} {input}, fil_{axis} {fil}, \
-                 pad_{axis} {pad}, stride {stride}, dilation {dil}; {why}"
-            ));
+            if c.mode == ConvMode::Trans {
+                return Err(format!(
+                    "output {axis} would be {v} (< 1): in_{axis} {input}, fil_{axis} {fil}, \
+                     pad_{axis} {pad}, stride {stride}, dilation {dil}; the transposed output \
+                     is padded away"
+                ));
+            }
+            v = 1;
         }
         out[first + i] = u32::try_from(v).map_err(|_| format!("output {axis} {v} is too large"))?;
     }
@@ -203,8 +201,8 @@ fn raw_output(c: &ConvConfig, dims: &[Axis], i: usize) -> i128 {
     }
 }
 
-/// Output extents as MIOpen computes them for the key, clamped to at least 1 (best effort for
-/// configs that [`output_dims`] rejects).
+/// Output extents as MIOpen computes them for the key, clamped to at least 1 (best effort for the
+/// transposed configs that [`output_dims`] rejects).
 fn clamped_output(c: &ConvConfig) -> [u32; 3] {
     let dims = spatial(c);
     let mut out = [1u32; 3];
