@@ -526,3 +526,39 @@ fn file_names_follow_miopen_db_basename() {
     assert_eq!(file_names("gfx908", 120).kern_db, "gfx90878.kdb");
     assert_eq!(file_names("gfx1030", 36).perf_db_text, "gfx1030_36.db.txt");
 }
+
+/// The find db keeps the 4 fastest solvers per key; the kernel db follows what was kept (those,
+/// and any entry of the perf db), not every kernel compiled.
+#[test]
+fn the_find_db_keeps_the_four_fastest_per_key_and_the_kdb_follows_it() {
+    let c = v0();
+    let e = |solver: &str, time_ms: f32| shoal_miopen::export::FindDbEntry {
+        config: c.clone(),
+        solver: solver.into(),
+        time_ms,
+        workspace: 0,
+        algorithm: "miopenConvolutionFwdAlgoDirect".into(),
+    };
+    let finds = vec![
+        e("S6", 6.0),
+        e("S2", 2.0),
+        e("S5", 5.0),
+        e("S1", 1.0),
+        e("S4", 4.0),
+        e("S3", 3.0),
+        e("S1", 0.5), // a second record of S1: the first is kept
+    ];
+    let kept = shoal_miopen::export::find_db_kept(&finds);
+    assert_eq!(kept.len(), 1, "one key");
+    let solvers: Vec<&str> = kept
+        .values()
+        .next()
+        .unwrap()
+        .iter()
+        .map(|&i| finds[i].solver.as_str())
+        .collect();
+    assert_eq!(solvers, ["S1", "S2", "S3", "S4"]);
+    let text = shoal_miopen::export::find_db_text(&finds);
+    assert_eq!(text.matches(':').count(), 4, "{text}");
+    assert!(!text.contains("S5") && !text.contains("S6"), "{text}");
+}

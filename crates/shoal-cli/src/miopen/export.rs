@@ -49,8 +49,8 @@ pub async fn export(
     let dir = OutputDir::prepare(out, &writes, force)?;
     let mut finds = Vec::new();
     let mut perfs = Vec::new();
-    let mut kernels = Vec::new();
-    let mut seen_kernels = std::collections::HashSet::new();
+    // Per find entry: its job, and whether it also made a perf-db entry.
+    let mut sources: Vec<(shoal_model::JobId, bool)> = Vec::new();
     for r in store.final_results(session.id).await? {
         let (JobState::Evaluated, Some(Outcome::Measured(m))) = (r.state, &r.outcome) else {
             continue;
@@ -66,6 +66,7 @@ pub async fn export(
             algorithm: detail("algorithm"),
         });
         let params = detail("params");
+        sources.push((r.job, !params.is_empty()));
         if !params.is_empty() {
             perfs.push(PerfDbEntry {
                 config,
@@ -73,27 +74,19 @@ pub async fn export(
                 params,
             });
         }
-        if kern_db {
-            let job = store
-                .job(r.job)
-                .await?
-                .with_context(|| format!("job {} vanished", r.job))?;
-            let Some(hash) = job.artifact else { continue };
-            let packed = store
-                .artifact(&hash)
-                .await?
-                .with_context(|| format!("artifact {hash} of job {} is not in the store", r.job))?;
-            let raw = shoal_backend::command::unpack(&packed)
-                .with_context(|| format!("artifact {hash}"))?;
-            let compiled = parse_compiled(&raw)
-                .map_err(|e| anyhow::anyhow!("artifact {hash} of job {}: {e}", r.job))?;
-            for obj in &compiled.kernel_objects {
-                if seen_kernels.insert((obj.kernel_file.clone(), obj.comp_options.clone())) {
-                    kernels.push(
-                        KdbEntry::from_kernel_object(obj, arch)
-                            .with_context(|| format!("job {}", r.job))?,
-                    );
-                }
+    }
+    // The kernel db holds the kernels of the entries that made it into the find or perf db,
+    // as MITuna's does, not every kernel ever compiled.
+    let mut kernels = Vec::new();
+    if kern_db {
+        let kept: std::collections::HashSet<usize> = export::find_db_kept(&finds)
+            .into_values()
+            .flatten()
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        for (i, &(job, in_perf_db)) in sources.iter().enumerate() {
+            if kept.contains(&i) || in_perf_db {
+                kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
             }
         }
     }
@@ -116,4 +109,37 @@ pub async fn export(
         println!("{}: {n} kernels", dir.path(name).display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Adds the kernels of `job`'s artifact not yet in `seen` to `kernels`.
+async fn kernels_of(
+    store: &dyn Store,
+    job: shoal_model::JobId,
+    arch: &str,
+    seen: &mut std::collections::HashSet<(String, String)>,
+    kernels: &mut Vec<KdbEntry>,
+) -> anyhow::Result<()> {
+    let found = store
+        .job(job)
+        .await?
+        .with_context(|| format!("job {job} vanished"))?;
+    let Some(hash) = found.artifact else {
+        return Ok(());
+    };
+    let packed = store
+        .artifact(&hash)
+        .await?
+        .with_context(|| format!("artifact {hash} of job {job} is not in the store"))?;
+    let raw =
+        shoal_backend::command::unpack(&packed).with_context(|| format!("artifact {hash}"))?;
+    let compiled =
+        parse_compiled(&raw).map_err(|e| anyhow::anyhow!("artifact {hash} of job {job}: {e}"))?;
+    for obj in &compiled.kernel_objects {
+        if seen.insert((obj.kernel_file.clone(), obj.comp_options.clone())) {
+            kernels.push(
+                KdbEntry::from_kernel_object(obj, arch).with_context(|| format!("job {job}"))?,
+            );
+        }
+    }
+    Ok(())
 }

@@ -18,25 +18,35 @@ use std::collections::{BTreeMap, HashSet};
 /// MITuna keeps the 4 fastest solvers per key (`while len(entries) > 4: entries.pop()`).
 pub const FIND_DB_TOP: usize = 4;
 
-/// The find-db text for `entries`.
-pub fn find_db_text(entries: &[FindDbEntry]) -> String {
-    let mut by_key: BTreeMap<String, Vec<&FindDbEntry>> = BTreeMap::new();
+/// Which entries the find db keeps, per key in byte order: the first record per solver,
+/// sorted by (time, solver name), cut to the [`FIND_DB_TOP`] fastest. Indexes into `entries`.
+pub fn find_db_kept(entries: &[FindDbEntry]) -> BTreeMap<String, Vec<usize>> {
+    let mut by_key: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     let mut seen: HashSet<(String, &str)> = HashSet::new();
-    for e in entries {
+    for (i, e) in entries.iter().enumerate() {
         let key = find_db_key(&e.config);
         if seen.insert((key.clone(), e.solver.as_str())) {
-            by_key.entry(key).or_default().push(e);
+            by_key.entry(key).or_default().push(i);
         }
     }
-    let mut out = String::new();
-    for (key, mut list) in by_key {
-        list.sort_by(|a, b| {
+    for list in by_key.values_mut() {
+        list.sort_by(|&a, &b| {
+            let (a, b) = (&entries[a], &entries[b]);
             a.time_ms
                 .partial_cmp(&b.time_ms)
                 .unwrap_or(Ordering::Equal)
                 .then_with(|| a.solver.cmp(&b.solver))
         });
         list.truncate(FIND_DB_TOP);
+    }
+    by_key
+}
+
+/// The find-db text for `entries`.
+pub fn find_db_text(entries: &[FindDbEntry]) -> String {
+    let mut out = String::new();
+    for (key, kept) in find_db_kept(entries) {
+        let list: Vec<&FindDbEntry> = kept.iter().map(|&i| &entries[i]).collect();
         out.push_str(&key);
         out.push('=');
         for (i, e) in list.iter().enumerate() {

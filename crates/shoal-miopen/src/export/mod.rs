@@ -22,7 +22,7 @@ mod find_db;
 mod kdb;
 mod perf_db;
 
-pub use find_db::{find_db_text, format_time, FIND_DB_TOP};
+pub use find_db::{find_db_kept, find_db_text, format_time, FIND_DB_TOP};
 pub use kdb::{write_kdb, KDB_DDL};
 pub use perf_db::{perf_db_text, write_perf_db_sqlite, PerfDbCounts, PERF_DB_DDL};
 
