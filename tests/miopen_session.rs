@@ -127,6 +127,30 @@ fn resnet50_perf_tuning_session_end_to_end() {
 
     exports_never_destroy_what_is_there(d, &out);
 
+    // The user databases an unmodified MIOpen reads from MIOPEN_USER_DB_PATH: the same entries
+    // under MIOpen's user names.
+    let user = d.join("user");
+    stdout(
+        shoal(d)
+            .args(["export", "--session", "1", "--user-db", "--miopen-version"])
+            .args(["3.2.0-2a1e2f3", "-o"])
+            .arg(&user),
+    );
+    let names: Vec<String> = files_in(&user).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "gfx90a6e.HIP.3_2_0_2a1e2f3.udb.txt",
+            "gfx90a6e.HIP.3_2_0_2a1e2f3.ufdb.txt",
+            "gfx90a6e.ukdb",
+            "gfx90a6e_1.1.0.udb",
+        ]
+    );
+    assert_eq!(
+        std::fs::read(user.join("gfx90a6e.HIP.3_2_0_2a1e2f3.ufdb.txt")).unwrap(),
+        std::fs::read(out.join("gfx90a6e.HIP.fdb.txt")).unwrap()
+    );
+
     // The perf db: one perf_db row per (config, solver) whose job succeeded with a perf config.
     let db = rusqlite::Connection::open(d.join("shoal.db")).unwrap();
     let succeeded: i64 = db

@@ -82,6 +82,17 @@ pub enum Command {
         /// MIOpen: write the kernel db `<base>.kdb`.
         #[arg(long)]
         kern_db: bool,
+        /// MIOpen: write the user databases an unmodified MIOpen install reads from
+        /// `MIOPEN_USER_DB_PATH` instead of the system ones: `<base>.HIP.<M>_<m>_<p>_<tweak>.ufdb.txt`
+        /// (find db), `<base>.HIP.<…>.udb.txt` (text perf db, MIOpen 3.2+), `<base>_1.1.0.udb`
+        /// (SQLite perf db, for builds that use it) and `<base>.ukdb` (kernel cache; MIOpen reads
+        /// it from its cache directory, `MIOPEN_CUSTOM_CACHE_DIR`).
+        #[arg(long)]
+        user_db: bool,
+        /// With --user-db: the MIOpen version the names are for, `M.m.p-tweak` as in MIOpen's
+        /// version.h (default: the session's, recorded by `shoal session init`).
+        #[arg(long, requires = "user_db")]
+        miopen_version: Option<String>,
         /// Cluster mode: ask the cluster's exporter (`shoal worker --role exporter`) to write the
         /// tuned table into the directory on its host, instead of writing it here.
         #[arg(long)]

@@ -43,6 +43,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             find_db,
             perf_db,
             kern_db,
+            user_db,
+            miopen_version,
             cluster: false,
             force,
         } => {
@@ -50,6 +52,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 find_db,
                 perf_db,
                 kern_db,
+                user_db: user_db.then(|| miopen_version.unwrap_or_default()),
             };
             export(&db, session, &out, which, force).await
         }

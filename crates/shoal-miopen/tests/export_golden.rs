@@ -562,3 +562,20 @@ fn the_find_db_keeps_the_four_fastest_per_key_and_the_kdb_follows_it() {
     assert_eq!(text.matches(':').count(), 4, "{text}");
     assert!(!text.contains("S5") && !text.contains("S6"), "{text}");
 }
+
+/// The user databases MIOpen reads from MIOPEN_USER_DB_PATH are named for its version, tweak
+/// included (docs/miopen-formats.md §2.2, §3.1, §4.3).
+#[test]
+fn user_db_names_follow_miopen() {
+    let n = shoal_miopen::export::user_db_names("gfx942", 304, "3.3.0-2a1e2f3").unwrap();
+    assert_eq!(n.find_db, "gfx942130.HIP.3_3_0_2a1e2f3.ufdb.txt");
+    assert_eq!(n.perf_db_text, "gfx942130.HIP.3_3_0_2a1e2f3.udb.txt");
+    assert_eq!(n.perf_db_sqlite, "gfx942130_1.1.0.udb");
+    assert_eq!(n.kern_db, "gfx942130.ukdb");
+    let dotted = shoal_miopen::export::user_db_names("gfx90a", 110, "3.2.0.abc").unwrap();
+    assert_eq!(dotted.find_db, "gfx90a6e.HIP.3_2_0_abc.ufdb.txt");
+    for bad in ["3.3.0", "2a1e2f3", "3.x.0-abc", ""] {
+        let e = shoal_miopen::export::user_db_names("gfx942", 304, bad).unwrap_err();
+        assert!(e.contains("tweak"), "{bad}: {e}");
+    }
+}

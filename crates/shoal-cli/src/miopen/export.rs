@@ -13,11 +13,14 @@ use shoal_model::{JobState, Outcome, Session};
 use shoal_store::Store;
 
 /// Which databases to write; none selected means all of them.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Which {
     pub find_db: bool,
     pub perf_db: bool,
     pub kern_db: bool,
+    /// Write MIOpen's user databases instead of the system ones, named for this MIOpen version
+    /// (empty: the session's).
+    pub user_db: Option<String>,
 }
 
 pub async fn export(
@@ -34,7 +37,18 @@ pub async fn export(
         all || which.kern_db,
     );
     let arch = &session.info.arch;
-    let names = export::file_names(arch, session.info.num_cu);
+    let names = match &which.user_db {
+        None => export::file_names(arch, session.info.num_cu),
+        Some(v) => {
+            let version = if v.is_empty() {
+                &session.info.library_version
+            } else {
+                v
+            };
+            export::user_db_names(arch, session.info.num_cu, version)
+                .map_err(|e| anyhow::anyhow!("--user-db: {e}; pass --miopen-version"))?
+        }
+    };
     // Every file this export writes is checked before any is computed or written.
     let mut writes: Vec<&str> = Vec::new();
     if find_db {

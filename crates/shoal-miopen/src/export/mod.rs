@@ -101,6 +101,38 @@ pub fn file_names(arch: &str, num_cu: u32) -> ExportNames {
     }
 }
 
+/// The names of the user databases that MIOpen `version` reads from `MIOPEN_USER_DB_PATH`
+/// (`docs/miopen-formats.md` §2.2, §3.1, §4.3): `<base>.<suffix>.ufdb.txt` (find db),
+/// `<base>.<suffix>.udb.txt` (text perf db, MIOpen 3.2+), `<base>_1.1.0.udb` (SQLite perf db,
+/// builds with SQLite perf dbs) and `<base>.ukdb` (kernel cache, read from the cache directory),
+/// where `<suffix>` is `HIP.<major>_<minor>_<patch>_<tweak>`. `version` is the session's MIOpen
+/// version, `3.2.0-2a1e2f3` or `3.2.0.2a1e2f3`: a release's user-db names carry its tweak (the
+/// git hash), so a version without one is refused with the reason.
+pub fn user_db_names(arch: &str, num_cu: u32, version: &str) -> Result<ExportNames, String> {
+    let parts: Vec<&str> = version.split(['.', '-']).collect();
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let suffix = match parts.as_slice() {
+        [major, minor, patch, tweak]
+            if numeric(major) && numeric(minor) && numeric(patch) && !tweak.is_empty() =>
+        {
+            format!("HIP.{major}_{minor}_{patch}_{tweak}")
+        }
+        _ => {
+            return Err(format!(
+                "MIOpen version `{version}`: user-db names need major.minor.patch and the tweak \
+                 (e.g. 3.2.0-2a1e2f3, from MIOpen's version.h)"
+            ))
+        }
+    };
+    let base = crate::naming::db_base_name(arch, num_cu);
+    Ok(ExportNames {
+        find_db: format!("{base}.{suffix}.ufdb.txt"),
+        perf_db_sqlite: format!("{base}_1.1.0.udb"),
+        perf_db_text: format!("{base}.{suffix}.udb.txt"),
+        kern_db: format!("{base}.ukdb"),
+    })
+}
+
 /// Writing a database failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
