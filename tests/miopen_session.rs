@@ -126,6 +126,7 @@ fn resnet50_perf_tuning_session_end_to_end() {
     }
 
     exports_never_destroy_what_is_there(d, &out);
+    merging_into_a_base_keeps_it_and_never_writes_it(d, &out);
 
     // The user databases an unmodified MIOpen reads from MIOPEN_USER_DB_PATH: the same entries
     // under MIOpen's user names.
@@ -245,4 +246,98 @@ fn files_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .collect();
     v.sort();
     v
+}
+
+/// `--base DIR`: the session's databases merged into the ones in DIR (here: shipped find-db
+/// lines and a reference perf db, under this export's names, plus the session's own earlier
+/// export for the SQLite and kernel dbs), written to -o. The base's other keys come through
+/// byte for byte, the session's keys are all there, DIR is not written, and a corrupt base
+/// stops the export with its name before anything is written.
+fn merging_into_a_base_keeps_it_and_never_writes_it(d: &Path, out: &Path) {
+    let golden = common::repo_root().join("crates/shoal-miopen/tests/golden");
+    let base = d.join("base");
+    std::fs::create_dir(&base).unwrap();
+    let shipped_find = std::fs::read_to_string(golden.join("gfx942130.HIP.fdb.txt")).unwrap();
+    std::fs::write(base.join("gfx90a6e.HIP.fdb.txt"), &shipped_find).unwrap();
+    let shipped_perf = std::fs::read_to_string(golden.join("perf_db_reference.db.txt")).unwrap();
+    std::fs::write(base.join("gfx90a6e.db.txt"), &shipped_perf).unwrap();
+    for name in ["gfx90a6e.db", "gfx90a6e.kdb"] {
+        std::fs::copy(out.join(name), base.join(name)).unwrap();
+    }
+    let base_before = files_in(&base);
+
+    let merged = d.join("merged");
+    let said = stdout(
+        shoal(d)
+            .args(["export", "--session", "1", "--base"])
+            .arg(&base)
+            .arg("-o")
+            .arg(&merged),
+    );
+    assert!(
+        said.contains("merging into") && said.contains("kept"),
+        "{said}"
+    );
+    assert_eq!(files_in(&base), base_before, "the base is only read");
+    let find = std::fs::read_to_string(merged.join("gfx90a6e.HIP.fdb.txt")).unwrap();
+    let lines: std::collections::HashSet<&str> = find.lines().collect();
+    for line in shipped_find.lines() {
+        assert!(
+            lines.contains(line),
+            "a shipped line changed or went missing: {line}"
+        );
+    }
+    let session_find = std::fs::read_to_string(out.join("gfx90a6e.HIP.fdb.txt")).unwrap();
+    assert_eq!(
+        find.lines().count(),
+        shipped_find.lines().count() + session_find.lines().count(),
+        "every key of both (the shipped keys are not the session's)"
+    );
+    let perf = std::fs::read_to_string(merged.join("gfx90a6e.db.txt")).unwrap();
+    for line in shipped_perf.lines() {
+        assert!(perf.lines().any(|l| l == line), "{line}");
+    }
+    // The SQLite perf db merged into itself: the same pairs, none added.
+    let rows = |p: &Path| -> i64 {
+        rusqlite::Connection::open(p)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM perf_db", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(
+        rows(&merged.join("gfx90a6e.db")),
+        rows(&out.join("gfx90a6e.db"))
+    );
+
+    // A truncated base database: named, and nothing written.
+    std::fs::write(
+        base.join("gfx90a6e.HIP.fdb.txt"),
+        &shipped_find[..shipped_find.len() / 2],
+    )
+    .unwrap();
+    let bad = d.join("bad");
+    let failed = shoal(d)
+        .args(["export", "--session", "1", "--base"])
+        .arg(&base)
+        .arg("-o")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success(), "{err}");
+    assert!(
+        err.contains("gfx90a6e.HIP.fdb.txt") && err.contains("line"),
+        "{err}"
+    );
+    assert!(!bad.exists(), "nothing written");
+    // The base as the output: refused.
+    let same = shoal(d)
+        .args(["export", "--session", "1", "--force", "--base"])
+        .arg(&base)
+        .arg("-o")
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert!(!same.status.success());
+    assert!(String::from_utf8_lossy(&same.stderr).contains("only read"));
 }

@@ -93,6 +93,19 @@ pub enum Command {
         /// version.h (default: the session's, recorded by `shoal session init`).
         #[arg(long, requires = "user_db")]
         miopen_version: Option<String>,
+        /// MIOpen: merge the session's results into the databases found in this directory
+        /// (e.g. a copy of MIOpen's shipped `gfx942130.db` and `gfx942130.HIP.fdb.txt`, under
+        /// the names this export writes) and write the merged files to -o. The directory is
+        /// only read. Find db: per key the fastest records of both; perf dbs: per (config,
+        /// solver) by --policy; kernel db: the base's kernels plus the session's. A summary
+        /// prints keys or pairs kept, added, improved and regressed.
+        #[arg(long, value_name = "DIR")]
+        base: Option<PathBuf>,
+        /// With --base, where both have an entry: `better` takes the faster one where the
+        /// times compare (the base's find db has a time for that solver), else the session's;
+        /// `newer` always takes the session's.
+        #[arg(long, requires = "base", value_parser = ["better", "newer"], default_value = "better")]
+        policy: String,
         /// Cluster mode: ask the cluster's exporter (`shoal worker --role exporter`) to write the
         /// tuned table into the directory on its host, instead of writing it here.
         #[arg(long)]

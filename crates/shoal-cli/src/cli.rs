@@ -45,6 +45,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             kern_db,
             user_db,
             miopen_version,
+            base,
+            policy,
             cluster: false,
             force,
         } => {
@@ -53,6 +55,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 perf_db,
                 kern_db,
                 user_db: user_db.then(|| miopen_version.unwrap_or_default()),
+                base: base.map(|b| (b, crate::miopen::merge::policy(&policy))),
             };
             export(&db, session, &out, which, force).await
         }

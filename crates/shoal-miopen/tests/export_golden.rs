@@ -579,3 +579,18 @@ fn user_db_names_follow_miopen() {
         assert!(e.contains("tweak"), "{bad}: {e}");
     }
 }
+
+/// Shipped find-db lines and a reference text perf db read back byte for byte, so a merge into
+/// MIOpen's own files changes nothing it does not merge.
+#[test]
+fn shipped_databases_read_back_byte_for_byte() {
+    use shoal_miopen::export::merge;
+    for name in ["gfx942130.HIP.fdb.txt", "gfx90a68.HIP.fdb.txt"] {
+        let text = golden(name);
+        let db = merge::parse_find_db(&text).unwrap();
+        assert_eq!(merge::find_db_text_of(&db), text, "{name}");
+    }
+    let text = golden("perf_db_reference.db.txt");
+    let db = merge::parse_perf_db_text(&text).unwrap();
+    assert_eq!(merge::perf_db_text_of(&db), text);
+}

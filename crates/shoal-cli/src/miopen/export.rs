@@ -1,12 +1,15 @@
 //! `shoal export` for a MIOpen session: the find db, the perf db (SQLite and text) and the kernel
 //! db, named and laid out as MIOpen reads them, from the session's evaluated jobs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use shoal_backend::miopen::parse_compiled;
 use shoal_export::files::OutputDir;
+use shoal_miopen::export::merge::Policy;
+
+use super::merge::{Base, Merging};
 use shoal_miopen::export::{self, FindDbEntry, KdbEntry, PerfDbEntry};
 use shoal_miopen::ConvConfig;
 use shoal_model::{JobState, Outcome, Session};
@@ -21,6 +24,8 @@ pub struct Which {
     /// Write MIOpen's user databases instead of the system ones, named for this MIOpen version
     /// (empty: the session's).
     pub user_db: Option<String>,
+    /// Merge into the databases of this directory (`--base`), by this policy.
+    pub base: Option<(PathBuf, Policy)>,
 }
 
 pub async fn export(
@@ -36,19 +41,7 @@ pub async fn export(
         all || which.perf_db,
         all || which.kern_db,
     );
-    let arch = &session.info.arch;
-    let names = match &which.user_db {
-        None => export::file_names(arch, session.info.num_cu),
-        Some(v) => {
-            let version = if v.is_empty() {
-                &session.info.library_version
-            } else {
-                v
-            };
-            export::user_db_names(arch, session.info.num_cu, version)
-                .map_err(|e| anyhow::anyhow!("--user-db: {e}; pass --miopen-version"))?
-        }
-    };
+    let names = names_for(session, which.user_db.as_deref())?;
     // Every file this export writes is checked before any is computed or written.
     let mut writes: Vec<&str> = Vec::new();
     if find_db {
@@ -60,61 +53,53 @@ pub async fn export(
     if kern_db {
         writes.push(&names.kern_db);
     }
+    // The base, if any, is read and checked in full before anything is written.
+    let base = match &which.base {
+        Some((dir, _)) => {
+            let base = Base::load(dir, out, &names)?;
+            println!("{}", base.describe(&names));
+            Some(base)
+        }
+        None => None,
+    };
     let dir = OutputDir::prepare(out, &writes, force)?;
-    let mut finds = Vec::new();
-    let mut perfs = Vec::new();
-    // Per find entry: its job, and whether it also made a perf-db entry.
-    let mut sources: Vec<(shoal_model::JobId, bool)> = Vec::new();
-    for r in store.final_results(session.id).await? {
-        let (JobState::Evaluated, Some(Outcome::Measured(m))) = (r.state, &r.outcome) else {
-            continue;
+    let entries = Entries::of(store, session).await?;
+    let kernels = if kern_db {
+        entries.kernels(store, &session.info.arch).await?
+    } else {
+        Vec::new()
+    };
+    let (finds, perfs) = (&entries.finds, &entries.perfs);
+    if let (Some(base), Some((_, policy))) = (&base, &which.base) {
+        let merging = Merging {
+            base,
+            names: &names,
+            policy: *policy,
+            finds,
+            perfs,
         };
-        let config = ConvConfig::from_params(&r.config_params)
-            .map_err(|e| anyhow::anyhow!("config {}: {e}", r.config))?;
-        let detail = |k: &str| m.details.get(k).unwrap_or("").to_string();
-        finds.push(FindDbEntry {
-            config: config.clone(),
-            solver: r.solver.clone(),
-            time_ms: (m.time_us / 1000.0) as f32,
-            workspace: m.workspace,
-            algorithm: detail("algorithm"),
-        });
-        let params = detail("params");
-        sources.push((r.job, !params.is_empty()));
-        if !params.is_empty() {
-            perfs.push(PerfDbEntry {
-                config,
-                solver: r.solver.clone(),
-                params,
-            });
+        if find_db {
+            merging.find_db(&dir)?;
         }
-    }
-    // The kernel db holds the kernels of the entries that made it into the find or perf db,
-    // as MITuna's does, not every kernel ever compiled.
-    let mut kernels = Vec::new();
-    if kern_db {
-        let kept: std::collections::HashSet<usize> = export::find_db_kept(&finds)
-            .into_values()
-            .flatten()
-            .collect();
-        let mut seen = std::collections::HashSet::new();
-        for (i, &(job, in_perf_db)) in sources.iter().enumerate() {
-            if kept.contains(&i) || in_perf_db {
-                kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
-            }
+        if perf_db {
+            merging.perf_dbs(&dir)?;
         }
+        if kern_db {
+            merging.kdb(&dir, &kernels)?;
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     if find_db {
         let name = &names.find_db;
-        dir.write_bytes(name, export::find_db_text(&finds).as_bytes())?;
+        dir.write_bytes(name, export::find_db_text(finds).as_bytes())?;
         println!("{}: {} entries", dir.path(name).display(), finds.len());
     }
     if perf_db {
         let sqlite = &names.perf_db_sqlite;
-        let counts = dir.write(sqlite, |p| export::write_perf_db_sqlite(p, &perfs))?;
+        let counts = dir.write(sqlite, |p| export::write_perf_db_sqlite(p, perfs))?;
         println!("{}: {counts:?}", dir.path(sqlite).display());
         let text = &names.perf_db_text;
-        dir.write_bytes(text, export::perf_db_text(&perfs).as_bytes())?;
+        dir.write_bytes(text, export::perf_db_text(perfs).as_bytes())?;
         println!("{}: {} entries", dir.path(text).display(), perfs.len());
     }
     if kern_db {
@@ -123,6 +108,84 @@ pub async fn export(
         println!("{}: {n} kernels", dir.path(name).display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The system databases' names, or with `user_db` the user databases' for that MIOpen version
+/// (empty: the session's).
+fn names_for(session: &Session, user_db: Option<&str>) -> anyhow::Result<export::ExportNames> {
+    let (arch, num_cu) = (&session.info.arch, session.info.num_cu);
+    Ok(match user_db {
+        None => export::file_names(arch, num_cu),
+        Some(v) => {
+            let version = if v.is_empty() {
+                &session.info.library_version
+            } else {
+                v
+            };
+            export::user_db_names(arch, num_cu, version)
+                .map_err(|e| anyhow::anyhow!("--user-db: {e}; pass --miopen-version"))?
+        }
+    })
+}
+
+/// A session's find and perf entries, from its evaluated jobs.
+struct Entries {
+    finds: Vec<FindDbEntry>,
+    perfs: Vec<PerfDbEntry>,
+    /// Per find entry: its job, and whether it also made a perf-db entry.
+    sources: Vec<(shoal_model::JobId, bool)>,
+}
+
+impl Entries {
+    async fn of(store: &dyn Store, session: &Session) -> anyhow::Result<Entries> {
+        let mut e = Entries {
+            finds: Vec::new(),
+            perfs: Vec::new(),
+            sources: Vec::new(),
+        };
+        for r in store.final_results(session.id).await? {
+            let (JobState::Evaluated, Some(Outcome::Measured(m))) = (r.state, &r.outcome) else {
+                continue;
+            };
+            let config = ConvConfig::from_params(&r.config_params)
+                .map_err(|err| anyhow::anyhow!("config {}: {err}", r.config))?;
+            let detail = |k: &str| m.details.get(k).unwrap_or("").to_string();
+            e.finds.push(FindDbEntry {
+                config: config.clone(),
+                solver: r.solver.clone(),
+                time_ms: (m.time_us / 1000.0) as f32,
+                workspace: m.workspace,
+                algorithm: detail("algorithm"),
+            });
+            let params = detail("params");
+            e.sources.push((r.job, !params.is_empty()));
+            if !params.is_empty() {
+                e.perfs.push(PerfDbEntry {
+                    config,
+                    solver: r.solver.clone(),
+                    params,
+                });
+            }
+        }
+        Ok(e)
+    }
+
+    /// The kernels of the entries that made it into the find or perf db, as MITuna's kernel db
+    /// holds them, not every kernel ever compiled.
+    async fn kernels(&self, store: &dyn Store, arch: &str) -> anyhow::Result<Vec<KdbEntry>> {
+        let kept: std::collections::HashSet<usize> = export::find_db_kept(&self.finds)
+            .into_values()
+            .flatten()
+            .collect();
+        let mut kernels = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, &(job, in_perf_db)) in self.sources.iter().enumerate() {
+            if kept.contains(&i) || in_perf_db {
+                kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
+            }
+        }
+        Ok(kernels)
+    }
 }
 
 /// Adds the kernels of `job`'s artifact not yet in `seen` to `kernels`.

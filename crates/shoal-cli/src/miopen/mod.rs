@@ -5,6 +5,7 @@ pub mod export;
 pub mod fin_steps;
 pub mod import;
 pub mod jobs;
+pub mod merge;
 pub mod session;
 
 use std::path::{Path, PathBuf};

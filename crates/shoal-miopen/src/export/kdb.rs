@@ -39,15 +39,43 @@ fn kdb_name_args(e: &KdbEntry) -> (String, String) {
 /// Writes the kernel db to `path` (replacing any file there); returns the number of rows.
 pub fn write_kdb(path: &Path, entries: &[KdbEntry]) -> Result<usize, ExportError> {
     remove_existing(path)?;
+    insert_kdb(path, entries, true)
+}
+
+/// Writes a copy of the kernel db `base` to `path` with `entries` added, each replacing a
+/// kernel of the same name and arguments (a merge; `base` is only read). Returns the rows
+/// written from `entries`.
+pub fn merge_kdb(base: &Path, path: &Path, entries: &[KdbEntry]) -> Result<usize, ExportError> {
+    remove_existing(path)?;
+    // Reading it first proves it is a kernel db, not a file by that name.
+    {
+        let conn = Connection::open_with_flags(base, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        conn.query_row(
+            "SELECT COUNT(*) FROM kern_db WHERE kernel_name IS NOT NULL",
+            [],
+            |r| r.get::<_, i64>(0),
+        )?;
+    }
+    std::fs::copy(base, path).map_err(|source| ExportError::Io {
+        path: base.display().to_string(),
+        source,
+    })?;
+    insert_kdb(path, entries, false)
+}
+
+/// Inserts `entries` into the kernel db at `path`, creating its tables first if `create`.
+fn insert_kdb(path: &Path, entries: &[KdbEntry], create: bool) -> Result<usize, ExportError> {
     let mut conn = Connection::open(path)?;
     let tx = conn.transaction()?;
-    for ddl in KDB_DDL {
-        tx.execute(ddl, [])?;
+    if create {
+        for ddl in KDB_DDL {
+            tx.execute(ddl, [])?;
+        }
     }
     let mut rows = 0;
     {
         let mut insert = tx.prepare(
-            "INSERT INTO kern_db (kernel_name, kernel_args, kernel_blob, kernel_hash, \
+            "INSERT OR REPLACE INTO kern_db (kernel_name, kernel_args, kernel_blob, kernel_hash, \
              uncompressed_size) VALUES (?1, ?2, ?3, ?4, ?5)",
         )?;
         let mut seen: HashSet<(String, String)> = HashSet::new();

@@ -20,11 +20,14 @@
 
 mod find_db;
 mod kdb;
+pub mod merge;
 mod perf_db;
 
 pub use find_db::{find_db_kept, find_db_text, format_time, FIND_DB_TOP};
-pub use kdb::{write_kdb, KDB_DDL};
-pub use perf_db::{perf_db_text, write_perf_db_sqlite, PerfDbCounts, PERF_DB_DDL};
+pub use kdb::{merge_kdb, write_kdb, KDB_DDL};
+pub use perf_db::{
+    perf_db_text, write_perf_db_rows, write_perf_db_sqlite, PerfDbCounts, PERF_DB_DDL,
+};
 
 use crate::fin::{decode_blob, EvalResult, FinError, KernelObject};
 use crate::problem::ConvConfig;

@@ -105,6 +105,19 @@ pub fn write_perf_db_sqlite(
     path: &Path,
     entries: &[PerfDbEntry],
 ) -> Result<PerfDbCounts, ExportError> {
+    let rows: Vec<(String, &str, &str)> = selected(entries)
+        .into_iter()
+        .map(|(key, e)| (key, e.solver.as_str(), e.params.as_str()))
+        .collect();
+    write_perf_db_rows(path, &rows)
+}
+
+/// Writes `(perf key, solver, params)` rows as a SQLite perf db at `path` (replacing any file
+/// there), configs numbered in the order their keys first appear.
+pub fn write_perf_db_rows(
+    path: &Path,
+    rows: &[(String, &str, &str)],
+) -> Result<PerfDbCounts, ExportError> {
     remove_existing(path)?;
     let mut conn = Connection::open(path)?;
     let tx = conn.transaction()?;
@@ -123,11 +136,11 @@ pub fn write_perf_db_sqlite(
         )?;
         let mut insert_perf =
             tx.prepare("INSERT INTO perf_db (solver, config, params) VALUES (?1, ?2, ?3)")?;
-        for (key, e) in selected(entries) {
-            let config_id = match config_ids.get(&key) {
+        for (key, solver, params) in rows {
+            let config_id = match config_ids.get(key) {
                 Some(id) => *id,
                 None => {
-                    let (ints, [layout, data_type, direction]) = key_columns(&key)?;
+                    let (ints, [layout, data_type, direction]) = key_columns(key)?;
                     let mut values: Vec<SqlValue> = vec![
                         SqlValue::Text(layout),
                         SqlValue::Text(data_type),
@@ -136,11 +149,11 @@ pub fn write_perf_db_sqlite(
                     values.extend(ints.into_iter().map(SqlValue::Integer));
                     insert_config.execute(params_from_iter(values))?;
                     let id = tx.last_insert_rowid();
-                    config_ids.insert(key, id);
+                    config_ids.insert(key.clone(), id);
                     id
                 }
             };
-            insert_perf.execute(rusqlite::params![e.solver, config_id, e.params])?;
+            insert_perf.execute(rusqlite::params![solver, config_id, params])?;
             perf_rows += 1;
         }
     }
