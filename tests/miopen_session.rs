@@ -186,6 +186,8 @@ fn resnet50_perf_tuning_session_end_to_end() {
         )
         .unwrap();
     assert_eq!(open, 0);
+
+    find_tuning_fills_the_find_db_with_every_kind_of_solver(d);
 }
 
 /// A second export into the same directory stops before writing anything, names the files it
@@ -340,4 +342,78 @@ fn merging_into_a_base_keeps_it_and_never_writes_it(d: &Path, out: &Path) {
         .unwrap();
     assert!(!same.status.success());
     assert!(String::from_utf8_lossy(&same.stderr).contains("only read"));
+}
+
+/// The find steps, end to end through the stand-in fin: jobs for every applicable solver of each
+/// config (not only the tunable ones), compiled on the find compile queue and timed on the find
+/// eval queue, and the exported find db made of those results, so that it holds the kinds of
+/// solvers MIOpen's shipped find dbs hold.
+fn find_tuning_fills_the_find_db_with_every_kind_of_solver(d: &Path) {
+    let loaded = stdout(shoal(d).args([
+        "jobs",
+        "load",
+        "--session",
+        "1",
+        "-t",
+        "resnet50",
+        "--fin-steps",
+        "miopen_find_compile,miopen_find_eval",
+        "-l",
+        "find",
+    ]));
+    assert!(loaded.contains("new"), "{loaded}");
+    common::run_ok(shoal(d).args(["run", "--session", "1", "-j", "2"]));
+    let db = rusqlite::Connection::open(d.join("shoal.db")).unwrap();
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    let find_jobs = count("SELECT COUNT(*) FROM job WHERE eval_step = 'miopen_find_eval'");
+    let find_done = count(
+        "SELECT COUNT(*) FROM job WHERE eval_step = 'miopen_find_eval' AND state = 'evaluated'",
+    );
+    let untunable = count(
+        "SELECT COUNT(*) FROM job j JOIN solver s ON s.id = j.solver_id \
+         WHERE j.eval_step = 'miopen_find_eval' AND j.state = 'evaluated' AND s.tunable = 0",
+    );
+    assert!(
+        find_jobs > 0 && find_done > 0,
+        "{find_done} of {find_jobs} find jobs evaluated"
+    );
+    assert!(
+        untunable > 0,
+        "no solver without perf configs was timed by the find steps"
+    );
+
+    let out = d.join("find-out");
+    let said = stdout(
+        shoal(d)
+            .args(["export", "--session", "1", "--find-db", "-o"])
+            .arg(&out),
+    );
+    let find = std::fs::read_to_string(out.join("gfx90a6e.HIP.fdb.txt")).unwrap();
+    assert!(!find.is_empty(), "{said}");
+    let untunable_names: Vec<String> = db
+        .prepare("SELECT name FROM solver WHERE tunable = 0")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(
+        untunable_names
+            .iter()
+            .any(|n| find.contains(&format!("{n}:"))),
+        "the find db holds no solver without perf configs:\n{find}"
+    );
+    for line in find.lines() {
+        let (key, records) = line.split_once('=').expect("KEY=RECORDS");
+        assert!(!key.is_empty());
+        let records: Vec<&str> = records.split(';').collect();
+        assert!((1..=4).contains(&records.len()), "{line}");
+        for r in records {
+            let (_, rest) = r.split_once(':').expect("SOLVER:TIME,WS,ALGO");
+            let fields: Vec<&str> = rest.split(',').collect();
+            assert_eq!(fields.len(), 3, "{r}");
+            assert!(fields[0].parse::<f32>().unwrap() > 0.0, "{r}");
+            assert!(fields[2].starts_with("miopenConvolution"), "{r}");
+        }
+    }
 }

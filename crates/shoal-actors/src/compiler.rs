@@ -204,7 +204,7 @@ async fn build(
         Err(e) => return Err((FailureKind::Infrastructure, e.to_string())),
     };
     let expected = backend
-        .build_key(&req.config_params, &req.compile_params)
+        .build_key(req.step, &req.config_params, &req.compile_params)
         .map_err(|e| (FailureKind::Infrastructure, e))?;
     if expected != req.build_key {
         return Err((
@@ -226,7 +226,7 @@ async fn build(
         runner: None,
     };
     let artifact = backend
-        .build(&req.config_params, &req.compile_params, &ctx)
+        .build(req.step, &req.config_params, &req.compile_params, &ctx)
         .await?;
     cfg.store
         .put_artifact(&artifact.hash, &artifact.packed)

@@ -62,7 +62,7 @@ pub struct Embedded {
 /// builds (see [`crate::topology`]) and are pinned to the last core.
 pub fn plan(
     session: &Session,
-    (compile_step, eval_step): (Step, Step),
+    steps: &[(Step, Step)],
     ns: &Namespace,
     opts: &EmbeddedOptions,
 ) -> Result<Topology, ActorError> {
@@ -92,7 +92,10 @@ pub fn plan(
         // One process: its loops give up together with its Scheduler.
         give_up_after: scheduler.give_up_after,
         compiler: Some(CompilePlan {
-            queues: vec![ns.compile_queue(compile_step, &session.info.arch)],
+            queues: steps
+                .iter()
+                .map(|&(compile, _)| ns.compile_queue(compile, &session.info.arch))
+                .collect(),
             slots: compile_slots,
         }),
         scheduler: Some(scheduler),
@@ -100,12 +103,15 @@ pub fn plan(
             devices: opts.devices.clone(),
             interval: opts.monitor_interval,
         }),
+        // One Evaluator per device and eval step; the device's gate times one at a time.
         evaluators: devices
             .into_iter()
-            .map(|d| EvalPlan {
-                queue: ns.eval_queue(eval_step, &d.arch, d.num_cu),
-                device: d.clone(),
-                pin_cpu: (d.kind == DeviceKind::Cpu).then(topology::timing_core),
+            .flat_map(|d| {
+                steps.iter().map(move |&(_, eval)| EvalPlan {
+                    queue: ns.eval_queue(eval, &d.arch, d.num_cu),
+                    device: d.clone(),
+                    pin_cpu: (d.kind == DeviceKind::Cpu).then(topology::timing_core),
+                })
             })
             .collect(),
         exporter: Some(ExporterPlan::InProcess),
@@ -127,11 +133,12 @@ pub async fn start(
         .ok_or(ActorError::UnknownSession(opts.session))?;
     let steps = backends.get(&*store, opts.session).await?.steps();
     let topology = plan(&session, steps, bus.namespace(), &opts)?;
-    let eval_devices: Vec<Device> = topology
-        .evaluators
-        .iter()
-        .map(|e| e.device.clone())
-        .collect();
+    let mut eval_devices: Vec<Device> = Vec::new();
+    for e in &topology.evaluators {
+        if !eval_devices.iter().any(|d| d.id == e.device.id) {
+            eval_devices.push(e.device.clone());
+        }
+    }
     let compile_slots = topology.compiler.as_ref().map_or(1, |c| c.slots);
     let running = topology::start(topology, store.clone(), bus, backends)?;
     let exporter = running

@@ -15,7 +15,7 @@ use shoal_backend::library::RunnerSlot;
 use shoal_backend::{EvalInput, RunContext};
 use shoal_bus::{Bus, QueueOptions};
 use shoal_model::message::{EvalItem, EvalReply, Phase, ReplyBody};
-use shoal_model::{FailureKind, JobRef, Message, Outcome, SessionId};
+use shoal_model::{FailureKind, JobRef, Message, Outcome, SessionId, Step};
 use shoal_store::Store;
 use tokio::sync::{watch, RwLock};
 
@@ -88,7 +88,9 @@ impl Actor for Evaluator {
     }
 }
 
-async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorError> {
+/// Declares the loop's queues and makes its directories: the results queue's name, the
+/// artifact cache and the evaluation directory.
+async fn prepare(cfg: &EvaluatorConfig) -> Result<(String, ArtifactCache, PathBuf), ActorError> {
     let results = cfg.bus.namespace().results_queue();
     let opts = QueueOptions {
         delivery_limit: cfg.delivery_limit,
@@ -101,6 +103,11 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
     let eval_dir = cfg.work_dir.join(format!("eval-{}", cfg.device));
     std::fs::create_dir_all(&eval_dir)
         .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", eval_dir.display())))?;
+    Ok((results, cache, eval_dir))
+}
+
+async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorError> {
+    let (results, cache, eval_dir) = prepare(&cfg).await?;
     let mut healthy = cfg.healthy.clone();
     let mut consumer = cfg.bus.consume(&cfg.queue, 1).await?;
     // The device's runner for library-mode specs: started on first use, killed with this loop.
@@ -141,22 +148,29 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
             continue;
         }
         let refs: Vec<_> = items.iter().map(|i| i.job).collect();
-        let started = ReplyBody::Started {
-            session: req.session,
-            phase: Phase::Eval,
-            jobs: refs.clone(),
-            worker: cfg.worker.clone(),
+        let notice = |started: bool| {
+            let (session, phase, jobs, worker) =
+                (req.session, Phase::Eval, refs.clone(), cfg.worker.clone());
+            if started {
+                ReplyBody::Started {
+                    session,
+                    phase,
+                    jobs,
+                    worker,
+                }
+            } else {
+                ReplyBody::Heartbeat {
+                    session,
+                    phase,
+                    jobs,
+                    worker,
+                }
+            }
         };
-        crate::publish(&*cfg.bus, &results, &Message::Reply(started)).await?;
-
-        let work = evaluate(&cfg, req.session, &items, (&cache, &eval_dir, &runner));
-        let beat = ReplyBody::Heartbeat {
-            session: req.session,
-            phase: Phase::Eval,
-            jobs: refs.clone(),
-            worker: cfg.worker.clone(),
-        };
-        let work = crate::with_heartbeats(&*cfg.bus, &results, beat, work);
+        crate::publish(&*cfg.bus, &results, &Message::Reply(notice(true))).await?;
+        let dirs = (&cache, eval_dir.as_path(), &runner);
+        let work = evaluate(&cfg, (req.session, req.step), &items, dirs);
+        let work = crate::with_heartbeats(&*cfg.bus, &results, notice(false), work);
         let outcomes = tokio::select! {
             o = work => o,
             _ = stop.triggered() => {
@@ -226,7 +240,7 @@ async fn refusal(cfg: &EvaluatorConfig, session: SessionId, items: &[EvalItem]) 
 /// Times every item, one at a time under the device's gate; an outcome per item.
 async fn evaluate(
     cfg: &EvaluatorConfig,
-    session: SessionId,
+    (session, step): (SessionId, Step),
     items: &[EvalItem],
     (cache, eval_dir, runner): (&ArtifactCache, &Path, &RunnerSlot),
 ) -> Vec<(JobRef, Outcome)> {
@@ -249,6 +263,7 @@ async fn evaluate(
                         None => None,
                     };
                     let input = EvalInput {
+                        step,
                         config: &item.config_params,
                         compile: &item.compile_params,
                         run: &item.run_params,

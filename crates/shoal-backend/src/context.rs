@@ -40,6 +40,8 @@ pub fn device_env(gpu_index: Option<u32>) -> Vec<(String, String)> {
 /// One evaluation's inputs, as the Evaluator has them.
 #[derive(Clone, Copy, Debug)]
 pub struct EvalInput<'a> {
+    /// The eval step of the job (MIOpen: perf or find eval).
+    pub step: shoal_model::Step,
     pub config: &'a Params,
     pub compile: &'a Params,
     pub run: &'a Params,

@@ -18,7 +18,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use shoal_miopen::fin::{self, CompiledSolver, FinJob};
 use shoal_miopen::ConvConfig;
-use shoal_model::{FailureKind, Measurement, Outcome, Params};
+use shoal_model::{FailureKind, Measurement, Outcome, Params, Step};
 
 use crate::command::{self, Artifact};
 use crate::context::{EvalInput, RunContext};
@@ -26,9 +26,11 @@ use crate::failure::{failure_kind, missing_output, ChildFate, ChildStep};
 use crate::process::{self, ChildEnd, ChildSpec};
 
 /// The compile and eval steps of MIOpen perf tuning.
-/// fin's step names for the perf db steps.
-pub const PERF_COMPILE: &str = shoal_model::Step::MiopenPerfCompile.as_str();
-pub const PERF_EVAL: &str = shoal_model::Step::MiopenPerfEval.as_str();
+/// fin's step names.
+pub const PERF_COMPILE: &str = Step::MiopenPerfCompile.as_str();
+pub const PERF_EVAL: &str = Step::MiopenPerfEval.as_str();
+pub const FIND_COMPILE: &str = Step::MiopenFindCompile.as_str();
+pub const FIND_EVAL: &str = Step::MiopenFindEval.as_str();
 
 /// MIOpen through fin, for one session's architecture.
 #[derive(Clone, Debug)]
@@ -51,12 +53,17 @@ impl MiopenBackend {
         }
     }
 
-    /// One build per (config, solver): the key hashes the step, the config's find-db key and the
-    /// solver name.
-    pub fn build_key(&self, config: &Params, compile: &Params) -> Result<String, String> {
+    /// One build per (step, config, solver): the key hashes the step, the config's find-db key
+    /// and the solver name.
+    pub fn build_key(
+        &self,
+        step: Step,
+        config: &Params,
+        compile: &Params,
+    ) -> Result<String, String> {
         let conv = ConvConfig::from_params(config)?;
         let solver = solver_of(compile)?;
-        Ok(build_key(&conv, solver))
+        Ok(build_key(step, &conv, solver))
     }
 
     fn job(&self, conv: ConvConfig, solver: &str, steps: &[&str]) -> FinJob {
@@ -73,9 +80,27 @@ impl MiopenBackend {
         }
     }
 
-    /// `miopen_perf_compile` for one solver; the artifact is fin's compile result for it, kernel
-    /// objects included, as JSON.
+    /// A compile step for one solver: `miopen_perf_compile` (every perf config's kernels) or
+    /// `miopen_find_compile` (the solution's kernels). The artifact is fin's compile result for
+    /// the solver, kernel objects included, as JSON.
     pub async fn build(
+        &self,
+        step: Step,
+        config: &Params,
+        compile: &Params,
+        ctx: &RunContext<'_>,
+    ) -> Result<Artifact, (FailureKind, String)> {
+        match step {
+            Step::MiopenPerfCompile => self.build_perf(config, compile, ctx).await,
+            Step::MiopenFindCompile => self.build_find(config, compile, ctx).await,
+            other => Err((
+                FailureKind::Infrastructure,
+                format!("`{other}` is not a MIOpen compile step"),
+            )),
+        }
+    }
+
+    async fn build_perf(
         &self,
         config: &Params,
         compile: &Params,
@@ -125,10 +150,19 @@ impl MiopenBackend {
         Ok(command::pack(&raw))
     }
 
-    /// `alloc_buf, fill_buf, miopen_perf_eval` with the compiled kernels; the measurement carries
-    /// the tuned performance config (`params`), the algorithm and the solver.
+    /// `alloc_buf, fill_buf, miopen_perf_eval` (or `miopen_find_eval`) with the compiled
+    /// kernels; the measurement carries the tuned performance config (`params`), the algorithm
+    /// and the solver.
     pub async fn evaluate(&self, input: EvalInput<'_>, ctx: &RunContext<'_>) -> Outcome {
-        match self.try_evaluate(input, ctx).await {
+        let result = match input.step {
+            Step::MiopenPerfEval => self.try_evaluate(input, ctx).await,
+            Step::MiopenFindEval => self.evaluate_find(input, ctx).await,
+            other => Err((
+                FailureKind::Infrastructure,
+                format!("`{other}` is not a MIOpen eval step"),
+            )),
+        };
+        match result {
             Ok(m) => Outcome::Measured(m),
             Err((kind, detail)) => Outcome::failed(kind, detail),
         }
@@ -162,30 +196,147 @@ impl MiopenBackend {
                     format!("fin returned no miopen_perf_eval_result for {solver}"),
                 )
             })?;
-        let reason = result.reason.clone().unwrap_or_default();
-        match (result.evaluated, result.time) {
-            (true, Some(ms)) if ms > 0.0 => {
-                let mut details = Params::new();
-                details.push("solver", solver);
-                details.push("params", result.params.clone().unwrap_or_default());
-                details.push("algorithm", result.algorithm.clone().unwrap_or_default());
-                Ok(Measurement {
-                    time_us: ms * 1000.0,
-                    samples_us: vec![ms * 1000.0],
-                    workspace: result.workspace.unwrap_or(0),
-                    details,
-                })
-            }
-            _ => Err((
-                if reason == "Not Applicable" {
-                    FailureKind::NotApplicable
-                } else {
-                    FailureKind::RunFailed
-                },
-                format!("{solver} was not evaluated: {reason}"),
-            )),
-        }
+        measurement(result, solver)
     }
+
+    /// `miopen_find_compile` for one solver (any applicable solver, tunable or not): the kernels
+    /// of the solution Find would run, with its algorithm and workspace.
+    async fn build_find(
+        &self,
+        config: &Params,
+        compile: &Params,
+        ctx: &RunContext<'_>,
+    ) -> Result<Artifact, (FailureKind, String)> {
+        let infra = |e: String| (FailureKind::Infrastructure, e);
+        let conv = ConvConfig::from_params(config).map_err(infra)?;
+        let solver = solver_of(compile).map_err(infra)?;
+        let input = fin::input_json(&[self.job(conv, solver, &[FIND_COMPILE])]);
+        let text = run_fin(
+            &self.fin,
+            &input,
+            ctx,
+            self.compile_timeout,
+            ChildStep::Build,
+        )
+        .await
+        .map_err(|e| (e.kind, e.detail))?;
+        let out = fin::parse_output(&text)
+            .map_err(|e| (FailureKind::BuildFailed, format!("fin output: {e}")))?;
+        let result = out
+            .jobs
+            .first()
+            .and_then(|j| j.find_compile.as_ref())
+            .and_then(|r| r.iter().find(|r| r.solver_name == solver))
+            .ok_or_else(|| {
+                (
+                    FailureKind::BuildFailed,
+                    format!("fin returned no miopen_find_compile_result for {solver}"),
+                )
+            })?;
+        if !result.find_compiled {
+            let reason = result.reason.clone().unwrap_or_default();
+            let kind = if reason == "Not Applicable" {
+                FailureKind::NotApplicable
+            } else {
+                FailureKind::BuildFailed
+            };
+            return Err((kind, format!("{solver}: {reason}")));
+        }
+        let artifact = serde_json::json!({
+            "solver_name": result.solver_name,
+            "find_compiled": result.find_compiled,
+            "algorithm": result.algorithm.clone().unwrap_or_default(),
+            "workspace": result.workspace.unwrap_or(0),
+            "kernel_objects": result.kernel_objects,
+        });
+        let raw = serde_json::to_vec(&artifact).map_err(|e| infra(e.to_string()))?;
+        Ok(command::pack(&raw))
+    }
+
+    /// `alloc_buf, fill_buf, miopen_find_eval` with the solution's kernels.
+    async fn evaluate_find(
+        &self,
+        input: EvalInput<'_>,
+        ctx: &RunContext<'_>,
+    ) -> Result<Measurement, (FailureKind, String)> {
+        let infra = |e: String| (FailureKind::Infrastructure, e);
+        let conv = ConvConfig::from_params(input.config).map_err(infra)?;
+        let solver = solver_of(input.compile).map_err(infra)?;
+        let bytes = std::fs::read(input.artifact)
+            .map_err(|e| infra(format!("artifact {}: {e}", input.artifact.display())))?;
+        let compiled = parse_find_compiled(&bytes)
+            .map_err(|e| infra(format!("artifact {}: {e}", input.artifact.display())))?;
+        let mut job = self.job(conv, solver, &["alloc_buf", "fill_buf", FIND_EVAL]);
+        job.find_compile_result = Some(vec![compiled]);
+        let input = fin::input_json(&[job]);
+        let text = run_fin(&self.fin, &input, ctx, self.eval_timeout, ChildStep::Run)
+            .await
+            .map_err(|e| (e.kind, e.detail))?;
+        let out = fin::parse_output(&text)
+            .map_err(|e| (FailureKind::RunFailed, format!("fin output: {e}")))?;
+        let result = out
+            .jobs
+            .first()
+            .and_then(|j| j.find_eval.as_ref())
+            .and_then(|r| r.iter().find(|r| r.solver_name == solver))
+            .ok_or_else(|| {
+                (
+                    FailureKind::RunFailed,
+                    format!("fin returned no miopen_find_eval_result for {solver}"),
+                )
+            })?;
+        measurement(result, solver)
+    }
+}
+
+/// The measurement of an evaluated solver, or why there is none.
+fn measurement(
+    result: &fin::EvalResult,
+    solver: &str,
+) -> Result<Measurement, (FailureKind, String)> {
+    let reason = result.reason.clone().unwrap_or_default();
+    match (result.evaluated, result.time) {
+        (true, Some(ms)) if ms > 0.0 => {
+            let mut details = Params::new();
+            details.push("solver", solver);
+            details.push("params", result.params.clone().unwrap_or_default());
+            details.push("algorithm", result.algorithm.clone().unwrap_or_default());
+            Ok(Measurement {
+                time_us: ms * 1000.0,
+                samples_us: vec![ms * 1000.0],
+                workspace: result.workspace.unwrap_or(0),
+                details,
+            })
+        }
+        _ => Err((
+            if reason == "Not Applicable" {
+                FailureKind::NotApplicable
+            } else {
+                FailureKind::RunFailed
+            },
+            format!("{solver} was not evaluated: {reason}"),
+        )),
+    }
+}
+
+/// Parses the JSON written by [`MiopenBackend::build`] for a find compile.
+pub fn parse_find_compiled(bytes: &[u8]) -> Result<fin::FindCompiledSolver, String> {
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        solver_name: String,
+        find_compiled: bool,
+        algorithm: String,
+        workspace: u64,
+        kernel_objects: Vec<fin::KernelObject>,
+    }
+    let s: Stored = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    Ok(fin::FindCompiledSolver {
+        algorithm: s.algorithm,
+        find_compiled: s.find_compiled,
+        solver_name: s.solver_name,
+        workspace: s.workspace,
+        kernel_objects: s.kernel_objects,
+    })
 }
 
 /// The compile result stored as a MIOpen job's artifact.
@@ -196,9 +347,12 @@ pub fn read_compiled(path: &Path) -> Result<CompiledSolver, String> {
 
 /// Parses the JSON written by [`MiopenBackend::build`].
 pub fn parse_compiled(bytes: &[u8]) -> Result<CompiledSolver, String> {
+    // A find compile's artifact has `find_compiled` instead (its kernels are read the same way,
+    // e.g. for the kernel db).
     #[derive(serde::Deserialize)]
     struct Stored {
         solver_name: String,
+        #[serde(alias = "find_compiled")]
         perf_compiled: bool,
         kernel_objects: Vec<fin::KernelObject>,
     }
@@ -210,10 +364,11 @@ pub fn parse_compiled(bytes: &[u8]) -> Result<CompiledSolver, String> {
     })
 }
 
-/// The build key of a (config, solver) perf compile.
-pub fn build_key(conv: &shoal_miopen::ConvConfig, solver: &str) -> String {
+/// The build key of a (config, solver) compile of `step` (perf or find compile: their
+/// artifacts differ).
+pub fn build_key(step: Step, conv: &shoal_miopen::ConvConfig, solver: &str) -> String {
     let mut h = Sha256::new();
-    h.update(PERF_COMPILE.as_bytes());
+    h.update(step.as_str().as_bytes());
     h.update([0]);
     h.update(shoal_miopen::keys::find_db_key(conv).as_bytes());
     h.update([0]);

@@ -64,10 +64,15 @@ impl SessionBackend {
 
     /// The build key of a compile-time parameter set for a problem. Jobs with equal keys share
     /// one build; a worker recomputes it to check that its spec or sources match the loader's.
-    pub fn build_key(&self, config: &Params, compile: &Params) -> Result<String, String> {
+    pub fn build_key(
+        &self,
+        step: Step,
+        config: &Params,
+        compile: &Params,
+    ) -> Result<String, String> {
         match self {
             SessionBackend::Command(spec) => Ok(spec.build_key(compile)),
-            SessionBackend::Miopen(m) => m.build_key(config, compile),
+            SessionBackend::Miopen(m) => m.build_key(step, config, compile),
             SessionBackend::Noop => Ok(noop_build_key(compile)),
         }
     }
@@ -75,13 +80,14 @@ impl SessionBackend {
     /// Builds one artifact.
     pub async fn build(
         &self,
+        step: Step,
         config: &Params,
         compile: &Params,
         ctx: &RunContext<'_>,
     ) -> Result<Artifact, (FailureKind, String)> {
         match self {
             SessionBackend::Command(spec) => command::build(spec, compile, ctx.work_dir).await,
-            SessionBackend::Miopen(m) => m.build(config, compile, ctx).await,
+            SessionBackend::Miopen(m) => m.build(step, config, compile, ctx).await,
             SessionBackend::Noop => Ok(command::pack(b"noop")),
         }
     }
@@ -151,12 +157,16 @@ impl SessionBackend {
         }
     }
 
-    /// The (compile, eval) steps of this backend's jobs; queue names are built from them.
-    pub fn steps(&self) -> (Step, Step) {
+    /// The (compile, eval) step pairs this backend's jobs may have; queue names are built from
+    /// them. A MIOpen session tunes the perf db and the find db, each job with one pair.
+    pub fn steps(&self) -> &'static [(Step, Step)] {
         match self {
-            SessionBackend::Command(_) => (Step::CommandBuild, Step::CommandRun),
-            SessionBackend::Miopen(_) => (Step::MiopenPerfCompile, Step::MiopenPerfEval),
-            SessionBackend::Noop => (Step::NoopBuild, Step::NoopRun),
+            SessionBackend::Command(_) => &[(Step::CommandBuild, Step::CommandRun)],
+            SessionBackend::Miopen(_) => &[
+                (Step::MiopenPerfCompile, Step::MiopenPerfEval),
+                (Step::MiopenFindCompile, Step::MiopenFindEval),
+            ],
+            SessionBackend::Noop => &[(Step::NoopBuild, Step::NoopRun)],
         }
     }
 

@@ -80,9 +80,19 @@ pub struct WorkerArgs {
     pub wait_for_services: u64,
 }
 
-/// The steps this build's backends run (MIOpen's find steps are not loaded as jobs yet).
-const COMPILE_STEPS: [Step; 3] = [Step::CommandBuild, Step::MiopenPerfCompile, Step::NoopBuild];
-const EVAL_STEPS: [Step; 3] = [Step::CommandRun, Step::MiopenPerfEval, Step::NoopRun];
+/// The steps this build's backends run.
+const COMPILE_STEPS: [Step; 4] = [
+    Step::CommandBuild,
+    Step::MiopenPerfCompile,
+    Step::MiopenFindCompile,
+    Step::NoopBuild,
+];
+const EVAL_STEPS: [Step; 4] = [
+    Step::CommandRun,
+    Step::MiopenPerfEval,
+    Step::MiopenFindEval,
+    Step::NoopRun,
+];
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::signals::install()?;

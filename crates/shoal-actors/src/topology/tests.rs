@@ -67,7 +67,7 @@ fn embedded(arch: &str, num_cu: u32) -> Result<Topology, crate::ActorError> {
     };
     crate::embedded::plan(
         &session(arch, num_cu),
-        (Step::CommandBuild, Step::CommandRun),
+        &[(Step::CommandBuild, Step::CommandRun)],
         &ns,
         &opts,
     )

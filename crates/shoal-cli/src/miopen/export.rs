@@ -12,7 +12,7 @@ use shoal_miopen::export::merge::Policy;
 use super::merge::{Base, Merging};
 use shoal_miopen::export::{self, FindDbEntry, KdbEntry, PerfDbEntry};
 use shoal_miopen::ConvConfig;
-use shoal_model::{JobState, Outcome, Session};
+use shoal_model::{JobState, Outcome, Session, Step};
 use shoal_store::Store;
 
 /// Which databases to write; none selected means all of them.
@@ -128,12 +128,16 @@ fn names_for(session: &Session, user_db: Option<&str>) -> anyhow::Result<export:
     })
 }
 
-/// A session's find and perf entries, from its evaluated jobs.
+/// A session's find and perf entries, from its evaluated jobs: the find db from its find-eval
+/// jobs (from its perf-eval jobs when it has none, as a perf-only session always did), the perf
+/// db from its perf-eval jobs.
 struct Entries {
     finds: Vec<FindDbEntry>,
     perfs: Vec<PerfDbEntry>,
     /// Per find entry: its job, and whether it also made a perf-db entry.
     sources: Vec<(shoal_model::JobId, bool)>,
+    /// Jobs with a perf-db entry but no find-db entry (perf jobs of a session with find jobs).
+    perf_only: Vec<shoal_model::JobId>,
 }
 
 impl Entries {
@@ -142,24 +146,45 @@ impl Entries {
             finds: Vec::new(),
             perfs: Vec::new(),
             sources: Vec::new(),
+            perf_only: Vec::new(),
         };
+        let mut measured = Vec::new();
         for r in store.final_results(session.id).await? {
-            let (JobState::Evaluated, Some(Outcome::Measured(m))) = (r.state, &r.outcome) else {
+            if let (JobState::Evaluated, Some(Outcome::Measured(_))) = (r.state, &r.outcome) {
+                let job = store
+                    .job(r.job)
+                    .await?
+                    .with_context(|| format!("job {} vanished", r.job))?;
+                measured.push((job.eval_step, r));
+            }
+        }
+        let find_session = measured.iter().any(|(s, _)| *s == Step::MiopenFindEval);
+        for (step, r) in measured {
+            let Some(Outcome::Measured(m)) = &r.outcome else {
                 continue;
+            };
+            let (to_find, to_perf) = match step {
+                Step::MiopenFindEval => (true, false),
+                _ => (!find_session, true),
             };
             let config = ConvConfig::from_params(&r.config_params)
                 .map_err(|err| anyhow::anyhow!("config {}: {err}", r.config))?;
             let detail = |k: &str| m.details.get(k).unwrap_or("").to_string();
-            e.finds.push(FindDbEntry {
-                config: config.clone(),
-                solver: r.solver.clone(),
-                time_ms: (m.time_us / 1000.0) as f32,
-                workspace: m.workspace,
-                algorithm: detail("algorithm"),
-            });
             let params = detail("params");
-            e.sources.push((r.job, !params.is_empty()));
-            if !params.is_empty() {
+            let to_perf = to_perf && !params.is_empty();
+            if to_find {
+                e.finds.push(FindDbEntry {
+                    config: config.clone(),
+                    solver: r.solver.clone(),
+                    time_ms: (m.time_us / 1000.0) as f32,
+                    workspace: m.workspace,
+                    algorithm: detail("algorithm"),
+                });
+                e.sources.push((r.job, to_perf));
+            } else if to_perf {
+                e.perf_only.push(r.job);
+            }
+            if to_perf {
                 e.perfs.push(PerfDbEntry {
                     config,
                     solver: r.solver.clone(),
@@ -183,6 +208,9 @@ impl Entries {
             if kept.contains(&i) || in_perf_db {
                 kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
             }
+        }
+        for &job in &self.perf_only {
+            kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
         }
         Ok(kernels)
     }

@@ -1,12 +1,15 @@
-//! `shoal jobs load`: one perf-tuning job per (config with the tag, solver), for a MIOpen session.
-//! Loading is idempotent: jobs that exist are left as they are.
+//! `shoal jobs load`: one job per (config with the tag, solver), for a MIOpen session, with the
+//! perf steps (`miopen_perf_compile,miopen_perf_eval`: tunable solvers, their perf configs
+//! searched) or the find steps (`miopen_find_compile,miopen_find_eval`: every applicable solver,
+//! tunable or not — GEMM, naive, direct, Winograd — timed as Find would). Loading is idempotent:
+//! jobs that exist are left as they are.
 
 use std::collections::HashSet;
 
 use anyhow::{bail, Context};
-use shoal_backend::miopen::{self, PERF_COMPILE, PERF_EVAL};
+use shoal_backend::miopen;
 use shoal_miopen::ConvConfig;
-use shoal_model::{NewJob, Params, SessionId, Solver};
+use shoal_model::{NewJob, Params, SessionId, Solver, Step};
 use shoal_store::Store;
 
 pub struct JobsLoad {
@@ -38,20 +41,16 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
             session.info.backend
         );
     }
-    let steps: Vec<&str> = req.fin_steps.iter().map(|s| s.as_str()).collect();
-    if steps != [PERF_COMPILE, PERF_EVAL] {
-        bail!(
-            "--fin-steps {}: this release tunes with `{PERF_COMPILE},{PERF_EVAL}` (the find steps are not supported yet)",
-            req.fin_steps.join(",")
-        );
-    }
+    let (compile_step, eval_step) = steps_of(&req.fin_steps)?;
+    let find = compile_step == Step::MiopenFindCompile;
     let known = store.solvers().await?;
     if known.is_empty() {
         bail!("the store has no solvers: run `shoal solvers update` first");
     }
     let solvers: Vec<Solver> = if req.solvers.is_empty() {
-        // Perf tuning searches performance configs, which only tunable solvers have.
-        known.into_iter().filter(|s| s.tunable).collect()
+        // Perf tuning searches performance configs, which only tunable solvers have; Find times
+        // every applicable solver.
+        known.into_iter().filter(|s| find || s.tunable).collect()
     } else {
         let mut out = Vec::new();
         for name in &req.solvers {
@@ -96,9 +95,9 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
                 session: req.session,
                 config: config.id,
                 solver: solver.id,
-                compile_step: shoal_model::Step::MiopenPerfCompile,
-                eval_step: shoal_model::Step::MiopenPerfEval,
-                build_key: miopen::build_key(&conv, &solver.name),
+                compile_step,
+                eval_step,
+                build_key: miopen::build_key(compile_step, &conv, &solver.name),
                 compile_params: compile,
                 run_params: Params::new(),
             });
@@ -120,5 +119,23 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
         candidates: jobs.len(),
         created,
         not_applicable_skipped: skipped,
+    })
+}
+
+/// The (compile, eval) steps named by `--fin-steps`: the perf pair or the find pair.
+fn steps_of(fin_steps: &[String]) -> anyhow::Result<(Step, Step)> {
+    let steps: Vec<&str> = fin_steps.iter().map(|s| s.as_str()).collect();
+    Ok(match steps[..] {
+        ["miopen_perf_compile", "miopen_perf_eval"] => {
+            (Step::MiopenPerfCompile, Step::MiopenPerfEval)
+        }
+        ["miopen_find_compile", "miopen_find_eval"] => {
+            (Step::MiopenFindCompile, Step::MiopenFindEval)
+        }
+        _ => bail!(
+            "--fin-steps {}: a job has a compile and an eval step: \
+             `miopen_perf_compile,miopen_perf_eval` or `miopen_find_compile,miopen_find_eval`",
+            fin_steps.join(",")
+        ),
     })
 }
