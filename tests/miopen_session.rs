@@ -152,6 +152,34 @@ fn resnet50_perf_tuning_session_end_to_end() {
         std::fs::read(out.join("gfx90a6e.HIP.fdb.txt")).unwrap()
     );
 
+    // Exports filtered by config tag: the session's only tag gives the same find db; an unknown
+    // tag is an error, not an empty database.
+    let tagged = d.join("tagged");
+    stdout(
+        shoal(d)
+            .args([
+                "export",
+                "--session",
+                "1",
+                "--find-db",
+                "-t",
+                "resnet50",
+                "-o",
+            ])
+            .arg(&tagged),
+    );
+    assert_eq!(
+        std::fs::read(tagged.join("gfx90a6e.HIP.fdb.txt")).unwrap(),
+        std::fs::read(out.join("gfx90a6e.HIP.fdb.txt")).unwrap()
+    );
+    let unknown = shoal(d)
+        .args(["export", "--session", "1", "-t", "nope", "-o"])
+        .arg(d.join("nope"))
+        .output()
+        .unwrap();
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no config carries"));
+
     // The perf db: one perf_db row per (config, solver) whose job succeeded with a perf config.
     let db = rusqlite::Connection::open(d.join("shoal.db")).unwrap();
     let succeeded: i64 = db

@@ -106,6 +106,10 @@ pub enum Command {
         /// `newer` always takes the session's.
         #[arg(long, requires = "base", value_parser = ["better", "newer"], default_value = "better")]
         policy: String,
+        /// MIOpen: export only the results of configs with this tag (`import-configs -t`), e.g.
+        /// one network of a session that tuned several.
+        #[arg(short = 't', long)]
+        tag: Option<String>,
         /// Cluster mode: ask the cluster's exporter (`shoal worker --role exporter`) to write the
         /// tuned table into the directory on its host, instead of writing it here.
         #[arg(long)]

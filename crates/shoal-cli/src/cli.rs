@@ -47,6 +47,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             miopen_version,
             base,
             policy,
+            tag,
             cluster: false,
             force,
         } => {
@@ -56,6 +57,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 kern_db,
                 user_db: user_db.then(|| miopen_version.unwrap_or_default()),
                 base: base.map(|b| (b, crate::miopen::merge::policy(&policy))),
+                tag,
             };
             export(&db, session, &out, which, force).await
         }

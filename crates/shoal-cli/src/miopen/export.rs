@@ -26,6 +26,8 @@ pub struct Which {
     pub user_db: Option<String>,
     /// Merge into the databases of this directory (`--base`), by this policy.
     pub base: Option<(PathBuf, Policy)>,
+    /// Only the results of configs with this tag.
+    pub tag: Option<String>,
 }
 
 pub async fn export(
@@ -63,7 +65,7 @@ pub async fn export(
         None => None,
     };
     let dir = OutputDir::prepare(out, &writes, force)?;
-    let entries = Entries::of(store, session).await?;
+    let entries = Entries::of(store, session, which.tag.as_deref()).await?;
     let kernels = if kern_db {
         entries.kernels(store, &session.info.arch).await?
     } else {
@@ -141,7 +143,24 @@ struct Entries {
 }
 
 impl Entries {
-    async fn of(store: &dyn Store, session: &Session) -> anyhow::Result<Entries> {
+    async fn of(
+        store: &dyn Store,
+        session: &Session,
+        tag: Option<&str>,
+    ) -> anyhow::Result<Entries> {
+        let tagged: Option<std::collections::HashSet<shoal_model::ConfigId>> = match tag {
+            Some(t) => {
+                let ids: std::collections::HashSet<_> = store
+                    .configs_with_tag(t)
+                    .await?
+                    .iter()
+                    .map(|c| c.id)
+                    .collect();
+                anyhow::ensure!(!ids.is_empty(), "--tag {t}: no config carries this tag");
+                Some(ids)
+            }
+            None => None,
+        };
         let mut e = Entries {
             finds: Vec::new(),
             perfs: Vec::new(),
@@ -150,6 +169,9 @@ impl Entries {
         };
         let mut measured = Vec::new();
         for r in store.final_results(session.id).await? {
+            if tagged.as_ref().is_some_and(|t| !t.contains(&r.config)) {
+                continue;
+            }
             if let (JobState::Evaluated, Some(Outcome::Measured(_))) = (r.state, &r.outcome) {
                 let job = store
                     .job(r.job)
