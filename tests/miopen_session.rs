@@ -127,6 +127,7 @@ fn resnet50_perf_tuning_session_end_to_end() {
 
     exports_never_destroy_what_is_there(d, &out);
     merging_into_a_base_keeps_it_and_never_writes_it(d, &out);
+    golden_versions_start_from_shipped_databases_and_fold_sessions_in(d, &out);
 
     // The user databases an unmodified MIOpen reads from MIOPEN_USER_DB_PATH: the same entries
     // under MIOpen's user names.
@@ -444,4 +445,71 @@ fn find_tuning_fills_the_find_db_with_every_kind_of_solver(d: &Path) {
             assert!(fields[2].starts_with("miopenConvolution"), "{r}");
         }
     }
+}
+
+/// Golden versions: `import-db` starts one from shipped databases, `golden update` folds the
+/// session in (the new version replacing the old whole), `export --golden-v` writes it out.
+fn golden_versions_start_from_shipped_databases_and_fold_sessions_in(d: &Path, out: &Path) {
+    let golden = common::repo_root().join("crates/shoal-miopen/tests/golden");
+    let shipped = d.join("shipped");
+    std::fs::create_dir(&shipped).unwrap();
+    let shipped_find = std::fs::read_to_string(golden.join("gfx942130.HIP.fdb.txt")).unwrap();
+    std::fs::write(shipped.join("gfx90a6e.HIP.fdb.txt"), &shipped_find).unwrap();
+    std::fs::copy(
+        golden.join("perf_db_reference.db.txt"),
+        shipped.join("gfx90a6e.db.txt"),
+    )
+    .unwrap();
+    let said = stdout(
+        shoal(d)
+            .args(["import-db", "--golden-v", "1"])
+            .arg(&shipped),
+    );
+    assert!(said.contains("golden version 1"), "{said}");
+
+    let updated = stdout(shoal(d).args(["golden", "update", "--session", "1", "--golden-v", "1"]));
+    assert!(
+        updated.contains("kept") && updated.contains("added"),
+        "{updated}"
+    );
+    let listed = stdout(shoal(d).args(["golden", "list"]));
+    assert!(
+        listed.starts_with("1\t") && listed.contains("gfx90a6e.kdb"),
+        "{listed}"
+    );
+
+    let exported = d.join("golden-out");
+    stdout(
+        shoal(d)
+            .args(["export", "--golden-v", "1", "-o"])
+            .arg(&exported),
+    );
+    let find = std::fs::read_to_string(exported.join("gfx90a6e.HIP.fdb.txt")).unwrap();
+    let session_find = std::fs::read_to_string(out.join("gfx90a6e.HIP.fdb.txt")).unwrap();
+    assert_eq!(
+        find.lines().count(),
+        shipped_find.lines().count() + session_find.lines().count()
+    );
+    for line in shipped_find.lines() {
+        assert!(find.lines().any(|l| l == line), "{line}");
+    }
+    // Folding the same session in again changes nothing.
+    let again = stdout(shoal(d).args(["golden", "update", "--session", "1", "--golden-v", "1"]));
+    assert!(
+        again.contains("added 0") && again.contains("improved 0"),
+        "{again}"
+    );
+
+    // A corrupt database is refused by name before anything is copied.
+    let bad = d.join("bad-shipped");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::write(bad.join("gfx90a6e.HIP.fdb.txt"), "no records here").unwrap();
+    let refused = shoal(d)
+        .args(["import-db", "--golden-v", "2"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("gfx90a6e.HIP.fdb.txt"));
+    assert!(!d.join("shoal.db.golden/v2").exists());
 }

@@ -67,8 +67,15 @@ pub enum Command {
     /// command-backend session, or MIOpen's databases of a MIOpen session.
     Export {
         /// Session id.
-        #[arg(long)]
-        session: i64,
+        #[arg(long, required_unless_present = "golden_v")]
+        session: Option<i64>,
+        /// MIOpen: write golden version V (`shoal golden update`, `shoal import-db`) instead of
+        /// a session's results.
+        #[arg(long, value_name = "V", conflicts_with_all = ["session", "base", "cluster"])]
+        golden_v: Option<u32>,
+        /// Where the golden versions live (default: `<--db>.golden`).
+        #[arg(long, value_name = "DIR")]
+        golden_dir: Option<PathBuf>,
         /// Output directory. With --cluster: a relative directory inside the exporter's
         /// `--export-dir` on its host.
         #[arg(short = 'o', long)]
@@ -137,6 +144,27 @@ pub enum Command {
     Miopen {
         #[command(subcommand)]
         command: crate::miopen::MiopenCommand,
+    },
+    /// MIOpen: start golden version V from existing databases (e.g. MIOpen's shipped
+    /// `gfx942130.db` and `gfx942130.HIP.fdb.txt`), each checked before anything is copied. The
+    /// next sessions are compared against it and merged into it with `shoal golden update`.
+    ImportDb {
+        /// The golden version to create.
+        #[arg(long, value_name = "V")]
+        golden_v: u32,
+        /// The directory holding the databases.
+        dir: PathBuf,
+        /// Where the golden versions live (default: `<--db>.golden`).
+        #[arg(long, value_name = "DIR")]
+        golden_dir: Option<PathBuf>,
+        /// Replace files the version already has.
+        #[arg(long)]
+        force: bool,
+    },
+    /// MIOpen golden versions: cumulative baselines of tuned databases (MITuna's golden tables).
+    Golden {
+        #[command(subcommand)]
+        command: GoldenCommand,
     },
     /// MIOpen solvers.
     Solvers {
@@ -236,6 +264,31 @@ impl RestartableActor {
             RestartableActor::Exporter => Actor::Exporter,
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GoldenCommand {
+    /// Merge a session's results into golden version V (created if missing): per key the
+    /// faster entries, by --policy, with a summary of what was kept, added, improved and
+    /// regressed. The new version replaces the old whole (written beside it, then renamed).
+    Update {
+        #[arg(long)]
+        session: i64,
+        #[arg(long, value_name = "V")]
+        golden_v: u32,
+        /// Where both have an entry: `better` (the faster, where times compare) or `newer`.
+        #[arg(long, value_parser = ["better", "newer"], default_value = "better")]
+        policy: String,
+        /// Where the golden versions live (default: `<--db>.golden`).
+        #[arg(long, value_name = "DIR")]
+        golden_dir: Option<PathBuf>,
+    },
+    /// List the golden versions and their databases.
+    List {
+        /// Where the golden versions live (default: `<--db>.golden`).
+        #[arg(long, value_name = "DIR")]
+        golden_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

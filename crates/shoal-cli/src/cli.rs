@@ -32,13 +32,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sessions => sessions(&db).await,
         Command::Status { session } => status(&db, session).await,
         Command::Export {
-            session,
+            golden_v: Some(v),
+            golden_dir,
+            out,
+            force,
+            ..
+        } => {
+            let golden = crate::miopen::golden::golden_dir(golden_dir.as_deref(), &db);
+            crate::miopen::golden::export(&golden, v, &out, force)
+        }
+        Command::Export {
+            session: Some(session),
             out,
             cluster: true,
             ..
         } => request_export(session, &out).await,
         Command::Export {
-            session,
+            session: Some(session),
             out,
             find_db,
             perf_db,
@@ -50,6 +60,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             tag,
             cluster: false,
             force,
+            ..
         } => {
             let which = crate::miopen::export::Which {
                 find_db,
@@ -62,7 +73,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             export(&db, session, &out, which, force).await
         }
         Command::Devices => Ok(devices()),
+        Command::Export { session: None, .. } => {
+            anyhow::bail!("export: --session or --golden-v")
+        }
         Command::ImportConfigs(args) => crate::miopen::import_configs(args, &db).await,
+        Command::ImportDb {
+            golden_v,
+            dir,
+            golden_dir,
+            force,
+        } => {
+            let golden = crate::miopen::golden::golden_dir(golden_dir.as_deref(), &db);
+            crate::miopen::golden::import(&golden, golden_v, &dir, force)
+        }
+        Command::Golden { command } => golden(command, &db).await,
         Command::Miopen { command } => crate::miopen::miopen(command).await,
         Command::Solvers {
             command: crate::miopen::SolversCommand::Update { fin, builtin },
@@ -318,4 +342,40 @@ async fn status(db: &Path, session: Option<i64>) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `shoal golden …`.
+async fn golden(cmd: crate::args::GoldenCommand, db: &Path) -> anyhow::Result<ExitCode> {
+    use crate::args::GoldenCommand;
+    use crate::miopen::golden;
+    match cmd {
+        GoldenCommand::Update {
+            session,
+            golden_v,
+            policy,
+            golden_dir,
+        } => {
+            let store = open_migrated(db).await?;
+            let info = store
+                .session(SessionId(session))
+                .await?
+                .with_context(|| format!("session {session} is not in the store"))?;
+            anyhow::ensure!(
+                info.info.backend == shoal_model::Backend::Miopen,
+                "session {session} is not a MIOpen session: golden versions hold MIOpen databases"
+            );
+            let dir = golden::golden_dir(golden_dir.as_deref(), db);
+            golden::update(
+                &*store,
+                &info,
+                &dir,
+                golden_v,
+                crate::miopen::merge::policy(&policy),
+            )
+            .await
+        }
+        GoldenCommand::List { golden_dir } => {
+            golden::list(&golden::golden_dir(golden_dir.as_deref(), db))
+        }
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod export;
 pub mod fin_steps;
+pub mod golden;
 pub mod import;
 pub mod jobs;
 pub mod merge;

@@ -48,19 +48,23 @@ pub fn write_kdb(path: &Path, entries: &[KdbEntry]) -> Result<usize, ExportError
 pub fn merge_kdb(base: &Path, path: &Path, entries: &[KdbEntry]) -> Result<usize, ExportError> {
     remove_existing(path)?;
     // Reading it first proves it is a kernel db, not a file by that name.
-    {
-        let conn = Connection::open_with_flags(base, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-        conn.query_row(
-            "SELECT COUNT(*) FROM kern_db WHERE kernel_name IS NOT NULL",
-            [],
-            |r| r.get::<_, i64>(0),
-        )?;
-    }
+    check_kdb(base)?;
     std::fs::copy(base, path).map_err(|source| ExportError::Io {
         path: base.display().to_string(),
         source,
     })?;
     insert_kdb(path, entries, false)
+}
+
+/// The number of kernels in the kernel db at `path`, read-only: an error if it is not one.
+pub fn check_kdb(path: &Path) -> Result<usize, ExportError> {
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let n = conn.query_row(
+        "SELECT COUNT(*) FROM kern_db WHERE kernel_name IS NOT NULL",
+        [],
+        |r| r.get::<_, i64>(0),
+    )?;
+    Ok(n as usize)
 }
 
 /// Inserts `entries` into the kernel db at `path`, creating its tables first if `create`.

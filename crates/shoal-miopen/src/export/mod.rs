@@ -24,7 +24,7 @@ pub mod merge;
 mod perf_db;
 
 pub use find_db::{find_db_kept, find_db_text, format_time, FIND_DB_TOP};
-pub use kdb::{merge_kdb, write_kdb, KDB_DDL};
+pub use kdb::{check_kdb, merge_kdb, write_kdb, KDB_DDL};
 pub use perf_db::{
     perf_db_text, write_perf_db_rows, write_perf_db_sqlite, PerfDbCounts, PERF_DB_DDL,
 };
