@@ -262,6 +262,27 @@ fn exports_never_destroy_what_is_there(d: &Path, out: &Path) {
         ],
         "no partial or probe file left"
     );
+
+    // An export killed (SIGKILL) at several moments leaves every database whole: each file is
+    // the old one or the new one (here the same bytes), never half of either.
+    let whole = files_in(out);
+    for delay_ms in [50, 200, 400, 700, 1000] {
+        let mut child = shoal(d)
+            .args(["export", "--session", "1", "--force", "-o"])
+            .arg(out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        child.wait().unwrap();
+        let after: Vec<(String, Vec<u8>)> = files_in(out)
+            .into_iter()
+            .filter(|(n, _)| !n.starts_with('.'))
+            .collect();
+        assert_eq!(after, whole, "killed after {delay_ms} ms");
+    }
 }
 
 fn files_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
