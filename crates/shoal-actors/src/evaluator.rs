@@ -2,9 +2,15 @@
 //! each candidate's artifact (local cache, else the store), times it on its device only, and
 //! replies with the outcomes.
 //!
-//! It consumes at prefetch 1 and stops consuming while its device is reported unhealthy by the
-//! GpuMonitor (health events on the bus). On the CPU it pins runs to one core and holds the CPU
-//! gate exclusively, so no build disturbs a timing.
+//! It stops consuming while its device is reported unhealthy by the GpuMonitor (health events on
+//! the bus). On the CPU it pins runs to one core and holds the CPU gate exclusively, so no build
+//! disturbs a timing.
+//!
+//! **The device never waits for the broker.** A request's reply is published and, once the
+//! broker confirms it, its delivery acked, by a task of its own ([`Replies`]), while the loop
+//! goes on to the next request, which the consumer already holds ([`PREFETCH`]). So a short
+//! evaluation costs one round trip (its started notice), not three. The invariants stay: a
+//! delivery is acked only after its reply is confirmed, and one timing at a time per device.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -106,10 +112,83 @@ async fn prepare(cfg: &EvaluatorConfig) -> Result<(String, ArtifactCache, PathBu
     Ok((results, cache, eval_dir))
 }
 
-async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorError> {
+/// Requests a consumer holds: the one being timed and the next, so the next is at hand when a
+/// timing ends (and no more, so that idle devices elsewhere are not starved of work).
+pub const PREFETCH: u16 = 2;
+
+/// Replies being published and acked in the background, at most [`Replies::MAX`] at once.
+struct Replies {
+    tasks: tokio::task::JoinSet<Result<(), ActorError>>,
+}
+
+impl Replies {
+    const MAX: usize = 4;
+
+    /// Publishes `reply` and then acks `delivery`, in the background; waits first while
+    /// [`Self::MAX`] are already pending. A failure of an earlier one is returned here.
+    async fn send(
+        &mut self,
+        bus: Arc<dyn Bus>,
+        reply: ReplyBody,
+        delivery: shoal_bus::Delivery,
+    ) -> Result<(), ActorError> {
+        while self.tasks.len() >= Self::MAX {
+            self.next().await?;
+        }
+        while let Some(done) = self.tasks.try_join_next() {
+            flatten(done)?;
+        }
+        self.tasks.spawn_local(async move {
+            let results = bus.namespace().results_queue();
+            crate::publish(&*bus, &results, &Message::Reply(reply)).await?;
+            delivery.ack().await?;
+            Ok(())
+        });
+        Ok(())
+    }
+
+    async fn next(&mut self) -> Result<(), ActorError> {
+        match self.tasks.join_next().await {
+            Some(done) => flatten(done),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for every pending reply (its ack included).
+    async fn drain(&mut self) -> Result<(), ActorError> {
+        let mut first = Ok(());
+        while !self.tasks.is_empty() {
+            if let Err(e) = self.next().await {
+                first = first.and(Err(e));
+            }
+        }
+        first
+    }
+}
+
+fn flatten(done: Result<Result<(), ActorError>, tokio::task::JoinError>) -> Result<(), ActorError> {
+    done.map_err(|e| ActorError::Other(format!("reply task: {e}")))?
+}
+
+async fn eval_loop(cfg: EvaluatorConfig, stop: Signal) -> Result<(), ActorError> {
+    let mut replies = Replies {
+        tasks: tokio::task::JoinSet::new(),
+    };
+    let run = eval_requests(&cfg, stop, &mut replies).await;
+    // Whatever ended the loop, the replies already computed are sent and their deliveries acked.
+    let drained = replies.drain().await;
+    run.and(drained)
+}
+
+async fn eval_requests(
+    cfg: &EvaluatorConfig,
+    mut stop: Signal,
+    replies: &mut Replies,
+) -> Result<(), ActorError> {
+    let cfg = cfg.clone();
     let (results, cache, eval_dir) = prepare(&cfg).await?;
     let mut healthy = cfg.healthy.clone();
-    let mut consumer = cfg.bus.consume(&cfg.queue, 1).await?;
+    let mut consumer = cfg.bus.consume(&cfg.queue, PREFETCH).await?;
     // The device's runner for library-mode specs: started on first use, killed with this loop.
     let runner = RunnerSlot::new(cfg.runner_program.clone());
     loop {
@@ -196,8 +275,7 @@ async fn eval_loop(cfg: EvaluatorConfig, mut stop: Signal) -> Result<(), ActorEr
             worker: cfg.worker.clone(),
             device: cfg.device.clone(),
         });
-        crate::publish(&*cfg.bus, &results, &Message::Reply(reply)).await?;
-        delivery.ack().await?;
+        replies.send(cfg.bus.clone(), reply, delivery).await?;
     }
 }
 
