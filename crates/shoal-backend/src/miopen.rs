@@ -106,48 +106,38 @@ impl MiopenBackend {
         compile: &Params,
         ctx: &RunContext<'_>,
     ) -> Result<Artifact, (FailureKind, String)> {
-        let infra = |e: String| (FailureKind::Infrastructure, e);
-        let conv = ConvConfig::from_params(config).map_err(infra)?;
-        let solver = solver_of(compile).map_err(infra)?;
-        let input = fin::input_json(&[self.job(conv, solver, &[PERF_COMPILE])]);
-        let text = run_fin(
-            &self.fin,
-            &input,
-            ctx,
-            self.compile_timeout,
-            ChildStep::Build,
-        )
-        .await
-        .map_err(|e| (e.kind, e.detail))?;
-        let out = fin::parse_output(&text)
-            .map_err(|e| (FailureKind::BuildFailed, format!("fin output: {e}")))?;
-        let result = out
-            .jobs
-            .first()
-            .and_then(|j| j.perf_compile.as_ref())
-            .and_then(|r| r.iter().find(|r| r.solver_name == solver))
-            .ok_or_else(|| {
-                (
-                    FailureKind::BuildFailed,
-                    format!("fin returned no miopen_perf_compile_result for {solver}"),
-                )
-            })?;
-        let reason = result.reason.clone().unwrap_or_default();
-        if !result.perf_compiled {
-            let kind = if reason == "Not Applicable" {
-                FailureKind::NotApplicable
-            } else {
-                FailureKind::BuildFailed
-            };
-            return Err((kind, format!("{solver}: {reason}")));
-        }
-        let artifact = serde_json::json!({
+        let (conv, solver) = problem(config, compile)?;
+        let job = self.job(conv, solver, &[PERF_COMPILE]);
+        let out = self.run_job(job, ctx, ChildStep::Build).await?;
+        let result = of_solver(&out.perf_compile, |r| &r.solver_name, solver, PERF_COMPILE)?;
+        compile_verdict(result.perf_compiled, &result.reason, solver)?;
+        artifact(serde_json::json!({
             "solver_name": result.solver_name,
             "perf_compiled": result.perf_compiled,
             "kernel_objects": result.kernel_objects,
-        });
-        let raw = serde_json::to_vec(&artifact).map_err(|e| infra(e.to_string()))?;
-        Ok(command::pack(&raw))
+        }))
+    }
+
+    /// `miopen_find_compile` for one solver (any applicable solver, tunable or not): the kernels
+    /// of the solution Find would run, with its algorithm and workspace.
+    async fn build_find(
+        &self,
+        config: &Params,
+        compile: &Params,
+        ctx: &RunContext<'_>,
+    ) -> Result<Artifact, (FailureKind, String)> {
+        let (conv, solver) = problem(config, compile)?;
+        let job = self.job(conv, solver, &[FIND_COMPILE]);
+        let out = self.run_job(job, ctx, ChildStep::Build).await?;
+        let result = of_solver(&out.find_compile, |r| &r.solver_name, solver, FIND_COMPILE)?;
+        compile_verdict(result.find_compiled, &result.reason, solver)?;
+        artifact(serde_json::json!({
+            "solver_name": result.solver_name,
+            "find_compiled": result.find_compiled,
+            "algorithm": result.algorithm.clone().unwrap_or_default(),
+            "workspace": result.workspace.unwrap_or(0),
+            "kernel_objects": result.kernel_objects,
+        }))
     }
 
     /// `alloc_buf, fill_buf, miopen_perf_eval` (or `miopen_find_eval`) with the compiled
@@ -168,89 +158,21 @@ impl MiopenBackend {
         }
     }
 
+    /// `alloc_buf, fill_buf, miopen_perf_eval` with the perf compile's kernels.
     async fn try_evaluate(
         &self,
         input: EvalInput<'_>,
         ctx: &RunContext<'_>,
     ) -> Result<Measurement, (FailureKind, String)> {
-        let infra = |e: String| (FailureKind::Infrastructure, e);
-        let conv = ConvConfig::from_params(input.config).map_err(infra)?;
-        let solver = solver_of(input.compile).map_err(infra)?;
+        let (conv, solver) = problem(input.config, input.compile)?;
         let compiled = read_compiled(input.artifact).map_err(infra)?;
         let mut job = self.job(conv, solver, &["alloc_buf", "fill_buf", PERF_EVAL]);
         job.perf_compile_result = Some(vec![compiled]);
-        let input = fin::input_json(&[job]);
-        let text = run_fin(&self.fin, &input, ctx, self.eval_timeout, ChildStep::Run)
-            .await
-            .map_err(|e| (e.kind, e.detail))?;
-        let out = fin::parse_output(&text)
-            .map_err(|e| (FailureKind::RunFailed, format!("fin output: {e}")))?;
-        let result = out
-            .jobs
-            .first()
-            .and_then(|j| j.perf_eval.as_ref())
-            .and_then(|r| r.iter().find(|r| r.solver_name == solver))
-            .ok_or_else(|| {
-                (
-                    FailureKind::RunFailed,
-                    format!("fin returned no miopen_perf_eval_result for {solver}"),
-                )
-            })?;
-        measurement(result, solver)
-    }
-
-    /// `miopen_find_compile` for one solver (any applicable solver, tunable or not): the kernels
-    /// of the solution Find would run, with its algorithm and workspace.
-    async fn build_find(
-        &self,
-        config: &Params,
-        compile: &Params,
-        ctx: &RunContext<'_>,
-    ) -> Result<Artifact, (FailureKind, String)> {
-        let infra = |e: String| (FailureKind::Infrastructure, e);
-        let conv = ConvConfig::from_params(config).map_err(infra)?;
-        let solver = solver_of(compile).map_err(infra)?;
-        let input = fin::input_json(&[self.job(conv, solver, &[FIND_COMPILE])]);
-        let text = run_fin(
-            &self.fin,
-            &input,
-            ctx,
-            self.compile_timeout,
-            ChildStep::Build,
+        let out = self.run_job(job, ctx, ChildStep::Run).await?;
+        measurement(
+            of_solver(&out.perf_eval, |r| &r.solver_name, solver, PERF_EVAL)?,
+            solver,
         )
-        .await
-        .map_err(|e| (e.kind, e.detail))?;
-        let out = fin::parse_output(&text)
-            .map_err(|e| (FailureKind::BuildFailed, format!("fin output: {e}")))?;
-        let result = out
-            .jobs
-            .first()
-            .and_then(|j| j.find_compile.as_ref())
-            .and_then(|r| r.iter().find(|r| r.solver_name == solver))
-            .ok_or_else(|| {
-                (
-                    FailureKind::BuildFailed,
-                    format!("fin returned no miopen_find_compile_result for {solver}"),
-                )
-            })?;
-        if !result.find_compiled {
-            let reason = result.reason.clone().unwrap_or_default();
-            let kind = if reason == "Not Applicable" {
-                FailureKind::NotApplicable
-            } else {
-                FailureKind::BuildFailed
-            };
-            return Err((kind, format!("{solver}: {reason}")));
-        }
-        let artifact = serde_json::json!({
-            "solver_name": result.solver_name,
-            "find_compiled": result.find_compiled,
-            "algorithm": result.algorithm.clone().unwrap_or_default(),
-            "workspace": result.workspace.unwrap_or(0),
-            "kernel_objects": result.kernel_objects,
-        });
-        let raw = serde_json::to_vec(&artifact).map_err(|e| infra(e.to_string()))?;
-        Ok(command::pack(&raw))
     }
 
     /// `alloc_buf, fill_buf, miopen_find_eval` with the solution's kernels.
@@ -259,34 +181,97 @@ impl MiopenBackend {
         input: EvalInput<'_>,
         ctx: &RunContext<'_>,
     ) -> Result<Measurement, (FailureKind, String)> {
-        let infra = |e: String| (FailureKind::Infrastructure, e);
-        let conv = ConvConfig::from_params(input.config).map_err(infra)?;
-        let solver = solver_of(input.compile).map_err(infra)?;
-        let bytes = std::fs::read(input.artifact)
-            .map_err(|e| infra(format!("artifact {}: {e}", input.artifact.display())))?;
-        let compiled = parse_find_compiled(&bytes)
-            .map_err(|e| infra(format!("artifact {}: {e}", input.artifact.display())))?;
+        let (conv, solver) = problem(input.config, input.compile)?;
+        let at = |e: String| infra(format!("artifact {}: {e}", input.artifact.display()));
+        let bytes = std::fs::read(input.artifact).map_err(|e| at(e.to_string()))?;
+        let compiled = parse_find_compiled(&bytes).map_err(at)?;
         let mut job = self.job(conv, solver, &["alloc_buf", "fill_buf", FIND_EVAL]);
         job.find_compile_result = Some(vec![compiled]);
+        let out = self.run_job(job, ctx, ChildStep::Run).await?;
+        measurement(
+            of_solver(&out.find_eval, |r| &r.solver_name, solver, FIND_EVAL)?,
+            solver,
+        )
+    }
+
+    /// Runs fin on one job and returns its answer for that job. A build's fin that answers
+    /// nonsense failed the build; a run's, the run.
+    async fn run_job(
+        &self,
+        job: FinJob,
+        ctx: &RunContext<'_>,
+        step: ChildStep,
+    ) -> Result<fin::FinJobOutput, (FailureKind, String)> {
+        let (timeout, bad) = match step {
+            ChildStep::Build => (self.compile_timeout, FailureKind::BuildFailed),
+            ChildStep::Run => (self.eval_timeout, FailureKind::RunFailed),
+        };
         let input = fin::input_json(&[job]);
-        let text = run_fin(&self.fin, &input, ctx, self.eval_timeout, ChildStep::Run)
+        let text = run_fin(&self.fin, &input, ctx, timeout, step)
             .await
             .map_err(|e| (e.kind, e.detail))?;
-        let out = fin::parse_output(&text)
-            .map_err(|e| (FailureKind::RunFailed, format!("fin output: {e}")))?;
-        let result = out
-            .jobs
-            .first()
-            .and_then(|j| j.find_eval.as_ref())
-            .and_then(|r| r.iter().find(|r| r.solver_name == solver))
-            .ok_or_else(|| {
-                (
-                    FailureKind::RunFailed,
-                    format!("fin returned no miopen_find_eval_result for {solver}"),
-                )
-            })?;
-        measurement(result, solver)
+        let out = fin::parse_output(&text).map_err(|e| (bad, format!("fin output: {e}")))?;
+        out.jobs
+            .into_iter()
+            .next()
+            .ok_or_else(|| (bad, "fin output: no job in it".to_string()))
     }
+}
+
+fn infra(e: String) -> (FailureKind, String) {
+    (FailureKind::Infrastructure, e)
+}
+
+/// A job's problem and solver, from its parameters.
+fn problem<'a>(
+    config: &Params,
+    compile: &'a Params,
+) -> Result<(ConvConfig, &'a str), (FailureKind, String)> {
+    let conv = ConvConfig::from_params(config).map_err(infra)?;
+    Ok((conv, solver_of(compile).map_err(infra)?))
+}
+
+/// `solver`'s entry of one of fin's `<step>_result` lists, or the failure of a fin that gave
+/// none (a compile step's failure is the build's, an eval step's the run's).
+fn of_solver<'a, T>(
+    list: &'a Option<Vec<T>>,
+    name: impl Fn(&T) -> &String,
+    solver: &str,
+    step: &str,
+) -> Result<&'a T, (FailureKind, String)> {
+    let kind = if step.ends_with("_compile") {
+        FailureKind::BuildFailed
+    } else {
+        FailureKind::RunFailed
+    };
+    list.iter()
+        .flatten()
+        .find(|r| name(r) == solver)
+        .ok_or_else(|| (kind, format!("fin returned no {step}_result for {solver}")))
+}
+
+/// A compile result that did not compile: not applicable, or a failed build.
+fn compile_verdict(
+    compiled: bool,
+    reason: &Option<String>,
+    solver: &str,
+) -> Result<(), (FailureKind, String)> {
+    if compiled {
+        return Ok(());
+    }
+    let reason = reason.clone().unwrap_or_default();
+    let kind = if reason == "Not Applicable" {
+        FailureKind::NotApplicable
+    } else {
+        FailureKind::BuildFailed
+    };
+    Err((kind, format!("{solver}: {reason}")))
+}
+
+/// A compile result as the artifact stored for its job.
+fn artifact(json: serde_json::Value) -> Result<Artifact, (FailureKind, String)> {
+    let raw = serde_json::to_vec(&json).map_err(|e| infra(e.to_string()))?;
+    Ok(command::pack(&raw))
 }
 
 /// The measurement of an evaluated solver, or why there is none.
