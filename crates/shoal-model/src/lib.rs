@@ -13,6 +13,8 @@
 
 pub mod envelope;
 pub mod ids;
+mod names;
+pub use names::UnknownName;
 pub mod message;
 pub mod outcome;
 pub mod params;

@@ -192,74 +192,18 @@ pub enum Control {
     },
 }
 
-/// An actor of a worker process, as control messages address it (the second word of a
-/// control routing key). On the wire it is its name, as it was when it was a string.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum Actor {
-    Scheduler,
-    Compiler,
-    Evaluator,
-    Exporter,
-    /// The worker process itself (drain, restart orders).
-    Worker,
-    /// The GpuMonitor (pause, resume).
-    Monitor,
-}
-
-impl Actor {
-    pub const ALL: [Actor; 6] = [
-        Actor::Scheduler,
-        Actor::Compiler,
-        Actor::Evaluator,
-        Actor::Exporter,
-        Actor::Worker,
-        Actor::Monitor,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Actor::Scheduler => "scheduler",
-            Actor::Compiler => "compiler",
-            Actor::Evaluator => "evaluator",
-            Actor::Exporter => "exporter",
-            Actor::Worker => "worker",
-            Actor::Monitor => "monitor",
-        }
-    }
-}
-
-impl std::fmt::Display for Actor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Actor {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        Actor::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| {
-                let known = Actor::ALL.map(Actor::as_str).join(", ");
-                format!("unknown actor `{s}` (known: {known})")
-            })
-    }
-}
-
-impl TryFrom<String> for Actor {
-    type Error = String;
-
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
-    }
-}
-
-impl From<Actor> for String {
-    fn from(a: Actor) -> String {
-        a.as_str().to_string()
+crate::names::named_enum! {
+    /// An actor of a worker process, as control messages address it (the second word of a
+    /// control routing key). On the wire it is its name, as it was when it was a string.
+    pub enum Actor("actor") {
+        Scheduler => "scheduler",
+        Compiler => "compiler",
+        Evaluator => "evaluator",
+        Exporter => "exporter",
+        /// The worker process itself (drain, restart orders).
+        Worker => "worker",
+        /// The GpuMonitor (pause, resume).
+        Monitor => "monitor",
     }
 }
 

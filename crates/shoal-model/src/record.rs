@@ -8,62 +8,16 @@ use crate::params::Params;
 use crate::state::JobState;
 use crate::steps::Step;
 
-/// The backend of a session. In the store (and in JSON) it is its name, as it was when it was
-/// a string; a name this build does not know is an error where the session is read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum Backend {
-    /// A tuning spec's build and run commands (or its library-mode runner).
-    Command,
-    /// MIOpen's solvers, through fin.
-    Miopen,
-    /// Builds and evaluations that do nothing, for benchmarks of the machinery.
-    Noop,
-}
-
-impl Backend {
-    pub const ALL: [Backend; 3] = [Backend::Command, Backend::Miopen, Backend::Noop];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Backend::Command => "command",
-            Backend::Miopen => "miopen",
-            Backend::Noop => "noop",
-        }
-    }
-}
-
-impl std::fmt::Display for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Backend {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        Backend::ALL
-            .into_iter()
-            .find(|b| b.as_str() == s)
-            .ok_or_else(|| {
-                let known = Backend::ALL.map(Backend::as_str).join(", ");
-                format!("unknown backend `{s}` (known: {known})")
-            })
-    }
-}
-
-impl TryFrom<String> for Backend {
-    type Error = String;
-
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
-    }
-}
-
-impl From<Backend> for String {
-    fn from(b: Backend) -> String {
-        b.as_str().to_string()
+crate::names::named_enum! {
+    /// The backend of a session. In the store (and in JSON) it is its name, as it was when it
+    /// was a string; a name this build does not know is an error where the session is read.
+    pub enum Backend("backend") {
+        /// A tuning spec's build and run commands (or its library-mode runner).
+        Command => "command",
+        /// MIOpen's solvers, through fin.
+        Miopen => "miopen",
+        /// Builds and evaluations that do nothing, for benchmarks of the machinery.
+        Noop => "noop",
     }
 }
 

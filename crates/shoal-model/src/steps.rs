@@ -5,57 +5,30 @@
 //! byte of either; a name this build does not know is refused where it is read (a message that
 //! names one does not decode, and is dead-lettered with the reason).
 
-use std::fmt;
-use std::str::FromStr;
+use crate::names::named_enum;
 
-use serde::{Deserialize, Serialize};
-
-/// One step of a job: its compile step or its eval step, per backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum Step {
-    /// The command backend's compile step: run the spec's build command.
-    CommandBuild,
-    /// The command backend's eval step: run the spec's run command (or its library runner).
-    CommandRun,
-    /// MIOpen: compile a solver's kernels for a config, through fin.
-    MiopenPerfCompile,
-    /// MIOpen: tune (time) a solver's perf configs for a config, through fin.
-    MiopenPerfEval,
-    /// MIOpen's find steps (parsed; not yet loaded as jobs).
-    MiopenFindCompile,
-    MiopenFindEval,
-    /// The no-op backend of benchmarks: builds and evaluations that do nothing.
-    NoopBuild,
-    NoopRun,
+named_enum! {
+    /// One step of a job: its compile step or its eval step, per backend.
+    pub enum Step("step") {
+        /// The command backend's compile step: run the spec's build command.
+        CommandBuild => "command_build",
+        /// The command backend's eval step: run the spec's run command (or its library runner).
+        CommandRun => "command_run",
+        /// MIOpen: compile a solver's kernels for a config, through fin.
+        MiopenPerfCompile => "miopen_perf_compile",
+        /// MIOpen: tune (time) a solver's perf configs for a config, through fin.
+        MiopenPerfEval => "miopen_perf_eval",
+        /// MIOpen: compile the solution Find would run, for any applicable solver.
+        MiopenFindCompile => "miopen_find_compile",
+        /// MIOpen: time that solution, as Find does.
+        MiopenFindEval => "miopen_find_eval",
+        /// The no-op backend of benchmarks: builds and evaluations that do nothing.
+        NoopBuild => "noop_build",
+        NoopRun => "noop_run",
+    }
 }
 
 impl Step {
-    pub const ALL: [Step; 8] = [
-        Step::CommandBuild,
-        Step::CommandRun,
-        Step::MiopenPerfCompile,
-        Step::MiopenPerfEval,
-        Step::MiopenFindCompile,
-        Step::MiopenFindEval,
-        Step::NoopBuild,
-        Step::NoopRun,
-    ];
-
-    /// The step's name, in queue names, messages, job rows and MIOpen's fin input.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Step::CommandBuild => "command_build",
-            Step::CommandRun => "command_run",
-            Step::MiopenPerfCompile => "miopen_perf_compile",
-            Step::MiopenPerfEval => "miopen_perf_eval",
-            Step::MiopenFindCompile => "miopen_find_compile",
-            Step::MiopenFindEval => "miopen_find_eval",
-            Step::NoopBuild => "noop_build",
-            Step::NoopRun => "noop_run",
-        }
-    }
-
     /// Whether this is a compile step (served by compile pools) rather than an eval step.
     pub fn is_compile(self) -> bool {
         matches!(
@@ -68,53 +41,13 @@ impl Step {
     }
 }
 
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A step name this build does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown step `{0}` (known: {known})", known = known_steps())]
-pub struct UnknownStep(pub String);
-
-fn known_steps() -> String {
-    Step::ALL.map(Step::as_str).join(", ")
-}
-
-impl FromStr for Step {
-    type Err = UnknownStep;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Step::ALL
-            .into_iter()
-            .find(|step| step.as_str() == s)
-            .ok_or_else(|| UnknownStep(s.to_string()))
-    }
-}
-
-impl TryFrom<String> for Step {
-    type Error = UnknownStep;
-
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<Step> for String {
-    fn from(step: Step) -> String {
-        step.as_str().to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_step_reads_back_from_its_name_and_nothing_else_does() {
-        for step in Step::ALL {
+        for &step in Step::ALL {
             assert_eq!(step.as_str().parse::<Step>(), Ok(step));
             assert_eq!(step.to_string(), step.as_str());
         }

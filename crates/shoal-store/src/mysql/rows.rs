@@ -123,9 +123,7 @@ pub(crate) fn session(mut row: Row) -> Result<Session> {
             reason: get(r, 2)?,
             arch: get(r, 3)?,
             num_cu: get(r, 4)?,
-            backend: get::<String>(r, 5)?
-                .parse()
-                .map_err(|e: String| bad(r, 5, e))?,
+            backend: get::<String>(r, 5)?.parse().map_err(|e| bad(r, 5, e))?,
             spec: get(r, 6)?,
             spec_path: get(r, 7)?,
             library_version: get(r, 8)?,

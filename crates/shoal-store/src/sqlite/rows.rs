@@ -88,16 +88,7 @@ pub(crate) fn session(row: &Row<'_>) -> rusqlite::Result<Session> {
             reason: row.get(2)?,
             arch: row.get(3)?,
             num_cu: row.get(4)?,
-            backend: {
-                let name: String = row.get(5)?;
-                name.parse().map_err(|e: String| {
-                    rusqlite::Error::FromSqlConversionFailure(
-                        5,
-                        rusqlite::types::Type::Text,
-                        e.into(),
-                    )
-                })?
-            },
+            backend: text_as(row, 5)?,
             spec: row.get(6)?,
             spec_path: row.get(7)?,
             library_version: row.get(8)?,
