@@ -8,8 +8,9 @@
 //!
 //! **The device never waits for the broker.** A request's reply is published and, once the
 //! broker confirms it, its delivery acked, by a task of its own ([`Replies`]), while the loop
-//! goes on to the next request, which the consumer already holds ([`PREFETCH`]). So a short
-//! evaluation costs one round trip (its started notice), not three. The invariants stay: a
+//! goes on to the next request, which the consumer already holds ([`PREFETCH`]), and the
+//! request's started notice is confirmed while the device already works. So a short evaluation
+//! waits for no round trip at all. The invariants stay: a
 //! delivery is acked only after its reply is confirmed, and one timing at a time per device.
 
 use std::path::{Path, PathBuf};
@@ -246,12 +247,23 @@ async fn eval_requests(
                 }
             }
         };
-        crate::publish(&*cfg.bus, &results, &Message::Reply(notice(true))).await?;
+        // The started notice is confirmed while the device already works, so it costs the
+        // device no round trip; the reply is published only after it, so the Scheduler reads
+        // the two in order.
+        let started_notice = Message::Reply(notice(true));
+        let started = crate::publish(&*cfg.bus, &results, &started_notice);
         let dirs = (&cache, eval_dir.as_path(), &runner);
-        let work = evaluate(&cfg, (req.session, req.step), &items, dirs);
+        let work = async {
+            let clock = std::time::Instant::now();
+            let outcomes = evaluate(&cfg, (req.session, req.step), &items, dirs).await;
+            (outcomes, clock.elapsed())
+        };
         let work = crate::with_heartbeats(&*cfg.bus, &results, notice(false), work);
-        let outcomes = tokio::select! {
-            o = work => o,
+        let (outcomes, busy) = tokio::select! {
+            (sent, done) = async { tokio::join!(started, work) } => {
+                sent?;
+                done
+            }
             _ = stop.triggered() => {
                 let reason = format!("{} shut down during the evaluation", cfg.worker);
                 crate::hand_back(&*cfg.bus, req.session, Phase::Eval, &refs, reason).await?;
@@ -271,9 +283,11 @@ async fn eval_requests(
         }
         let reply = ReplyBody::Evaluated(EvalReply {
             session: req.session,
+            step: req.step,
             outcomes,
             worker: cfg.worker.clone(),
             device: cfg.device.clone(),
+            busy_us: u64::try_from(busy.as_micros()).unwrap_or(u64::MAX),
         });
         replies.send(cfg.bus.clone(), reply, delivery).await?;
     }

@@ -32,6 +32,7 @@ pub mod expr;
 pub mod failure;
 pub mod library;
 pub mod miopen;
+pub mod noop;
 pub mod process;
 pub mod runner_slot;
 pub mod session;

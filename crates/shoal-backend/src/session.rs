@@ -23,6 +23,7 @@ pub enum SessionBackend {
     Miopen(Arc<crate::miopen::MiopenBackend>),
     /// Does nothing, at once: builds an empty artifact and measures 1 µs. For measuring the
     /// machinery itself (`scripts/bench-dispatch`): every message, lease and commit is real.
+    /// Its jobs may ask it to sleep instead, to simulate a fleet (`crate::noop`).
     Noop,
 }
 
@@ -88,7 +89,7 @@ impl SessionBackend {
         match self {
             SessionBackend::Command(spec) => command::build(spec, compile, ctx.work_dir).await,
             SessionBackend::Miopen(m) => m.build(step, config, compile, ctx).await,
-            SessionBackend::Noop => Ok(command::pack(b"noop")),
+            SessionBackend::Noop => Ok(crate::noop::build(compile).await),
         }
     }
 
@@ -132,12 +133,7 @@ impl SessionBackend {
                 outcome
             }
             SessionBackend::Miopen(m) => m.evaluate(input, ctx).await,
-            SessionBackend::Noop => Outcome::Measured(shoal_model::Measurement {
-                time_us: 1.0,
-                samples_us: vec![1.0],
-                workspace: 0,
-                details: Params::new(),
-            }),
+            SessionBackend::Noop => crate::noop::evaluate(input.run).await,
         }
     }
 
@@ -153,7 +149,10 @@ impl SessionBackend {
                 RunMode::Library => (spec.build.timeout, spec.run.timeout + RUNNER_START),
             },
             SessionBackend::Miopen(m) => (m.compile_timeout, m.eval_timeout),
-            SessionBackend::Noop => (Duration::from_secs(10), Duration::from_secs(1)),
+            SessionBackend::Noop => (
+                Duration::from_secs(10) + crate::noop::MAX_SLEEP,
+                Duration::from_secs(1) + crate::noop::MAX_SLEEP,
+            ),
         }
     }
 

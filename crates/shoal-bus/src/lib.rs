@@ -243,6 +243,10 @@ pub trait Bus: Send + Sync + 'static {
     /// Messages waiting in a queue (not counting deliveries not yet settled).
     async fn queue_depth(&self, queue: &str) -> Result<u64>;
 
+    /// Consumers of a queue now. The Scheduler sizes what it keeps in flight for a device kind
+    /// by it: every device's Evaluator is one consumer of its eval queue.
+    async fn consumer_count(&self, queue: &str) -> Result<u32>;
+
     /// Publishes a broadcast on a topic with a routing key such as `host1.evaluator`.
     async fn publish_topic(&self, topic: &str, routing_key: &str, payload: Vec<u8>) -> Result<()>;
 

@@ -88,6 +88,8 @@ struct Queue {
     ready: Mutex<VecDeque<Message>>,
     /// Wakes consumers waiting for a message.
     available: Notify,
+    /// Consumers alive (a `QueueConsumer` counts itself until dropped).
+    consumers: AtomicU32,
 }
 
 /// Locks a mutex, ignoring poisoning: nothing that runs under our locks can panic halfway
@@ -105,6 +107,7 @@ impl Queue {
             life,
             ready: Mutex::new(VecDeque::new()),
             available: Notify::new(),
+            consumers: AtomicU32::new(0),
         }
     }
 
@@ -252,6 +255,7 @@ impl Bus for MemoryBus {
 
     async fn consume(&self, queue: &str, prefetch: u16) -> Result<Box<dyn Consumer>> {
         let queue = self.queue(queue)?;
+        queue.consumers.fetch_add(1, Ordering::AcqRel);
         Ok(Box::new(QueueConsumer {
             queue,
             // AMQP reads a prefetch of 0 as "no limit".
@@ -271,6 +275,11 @@ impl Bus for MemoryBus {
         let queue = self.queue(queue)?;
         let depth = lock(&queue.ready).len();
         Ok(depth as u64)
+    }
+
+    async fn consumer_count(&self, queue: &str) -> Result<u32> {
+        let queue = self.queue(queue)?;
+        Ok(queue.consumers.load(Ordering::Acquire))
     }
 
     async fn publish_topic(&self, topic: &str, routing_key: &str, payload: Vec<u8>) -> Result<()> {
@@ -321,6 +330,12 @@ struct QueueConsumer {
     queue: Arc<Queue>,
     prefetch: u32,
     slots: Arc<Slots>,
+}
+
+impl Drop for QueueConsumer {
+    fn drop(&mut self) {
+        self.queue.consumers.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl QueueConsumer {

@@ -296,6 +296,10 @@ pub enum BenchCommand {
     /// Push N jobs of the no-op backend through the whole path and print
     /// `dispatch mode=<mode> jobs=<N> secs=<S> jobs_per_s=<R>`.
     Dispatch(crate::bench::DispatchArgs),
+    /// A simulated fleet: `--devices N` simulated GPUs over `--hosts H` eval worker processes,
+    /// each evaluation a sleep of a fixed or recorded time, and one line of figures: `fleet …
+    /// busy_pct=<mean>/<worst> jobs_per_s=<R> scheduler_cpu_pct=<P> secs=<S>`.
+    Fleet(crate::bench::fleet::FleetArgs),
     /// Publish what an attacker with broker access but without the signing key would send
     /// (garbage, a length bomb, forged replies and orders about real jobs) to the cluster
     /// named by the environment, and print `hostile published=<n> …`. The cluster must

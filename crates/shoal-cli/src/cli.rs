@@ -103,6 +103,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             command: BenchCommand::Dispatch(args),
         } => crate::bench::dispatch(args).await,
         Command::Bench {
+            command: BenchCommand::Fleet(args),
+        } => crate::bench::fleet::fleet(args).await,
+        Command::Bench {
             command: BenchCommand::Hostile(args),
         } => crate::hostile::hostile(args).await,
     }

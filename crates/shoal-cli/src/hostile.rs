@@ -213,9 +213,11 @@ fn measured(time_us: f64) -> Outcome {
 fn evaluated(t: &Targets, time_us: f64) -> Message {
     Message::Reply(ReplyBody::Evaluated(EvalReply {
         session: t.session,
+        step: shoal_model::Step::CommandRun,
         outcomes: t.eval.iter().map(|r| (*r, measured(time_us))).collect(),
         worker: FORGED_WORKER.into(),
         device: "cpu0".into(),
+        busy_us: 0,
     }))
 }
 

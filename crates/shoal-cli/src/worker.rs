@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use shoal_actors::backends::SessionBackends;
 use shoal_actors::cluster::{self, Roles, WorkerOptions};
+use shoal_actors::scheduler::shape::ShapeConfig;
 use shoal_actors::scheduler::SchedulerConfig;
 use shoal_model::Step;
 use shoal_store::Store;
@@ -62,12 +63,19 @@ pub struct WorkerArgs {
     /// SHOAL_DB_PASSWORD). Overrides SHOAL_DB and the config file.
     #[arg(long)]
     pub db_url: Option<String>,
-    /// Items per eval request the Scheduler sends.
-    #[arg(long, default_value_t = 1)]
-    pub eval_batch: usize,
-    /// Jobs in flight per phase at most (Scheduler).
-    #[arg(long, default_value_t = 256)]
-    pub max_in_flight: u64,
+    /// Items per eval request the Scheduler sends (default: adapted to how long the items
+    /// take on a device, about 0.4 s of device time per request).
+    #[arg(long)]
+    pub eval_batch: Option<usize>,
+    /// Jobs in flight per phase at most (Scheduler). Default: 256 in the compile phase, and in
+    /// the eval phase three requests for every device consuming the session's eval queues.
+    #[arg(long)]
+    pub max_in_flight: Option<u64>,
+    /// Evaluate on N simulated GPUs (architecture `sim`, 1 unit) instead of this host's devices:
+    /// a benchmark aid (`shoal bench fleet`), for sessions of the no-op backend, whose items
+    /// sleep for their recorded time. Never on a real host.
+    #[arg(long, value_name = "N", hide = true)]
+    pub simulate_devices: Option<u32>,
     /// Exporter: the only directory it writes into (default: `<work-dir>/exports`). An export
     /// request (`shoal export --cluster -o NAME`) names a directory inside it.
     #[arg(long)]
@@ -141,12 +149,18 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             eval_on_cpu: args.eval_on_cpu,
             monitor_interval: Duration::from_secs(10),
             export_dir,
-            devices: crate::host::devices(),
+            devices: match args.simulate_devices {
+                Some(n) => shoal_gpu::simulated(n),
+                None => crate::host::devices(),
+            },
             runner_program: crate::host::runner_program(),
             scheduler: SchedulerConfig {
-                eval_batch: args.eval_batch.max(1),
-                max_compile_in_flight: args.max_in_flight,
-                max_eval_in_flight: args.max_in_flight,
+                max_compile_in_flight: args.max_in_flight.unwrap_or(256),
+                eval: ShapeConfig {
+                    fixed_batch: args.eval_batch.map(|n| n.max(1)),
+                    fixed_in_flight: args.max_in_flight,
+                    ..ShapeConfig::default()
+                },
                 ..SchedulerConfig::default()
             },
         },

@@ -310,6 +310,8 @@ mod tests {
             }),
             failure: fail,
             last_error: None,
+            worker: None,
+            device: None,
         }
     }
 

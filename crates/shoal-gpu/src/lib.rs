@@ -110,6 +110,27 @@ pub fn test_double(spec: &str) -> Option<Device> {
     })
 }
 
+/// The architecture of [`simulated`] devices, which no real device has.
+pub const SIMULATED_ARCH: &str = "sim";
+
+/// `n` simulated GPUs (`sim0`, `sim1`, …; architecture [`SIMULATED_ARCH`], one unit), always
+/// healthy: what `shoal bench fleet` gives each eval worker, whose no-op items sleep for their
+/// recorded time. A benchmark aid, never a real host's devices.
+pub fn simulated(n: u32) -> Vec<Device> {
+    (0..n)
+        .map(|i| Device {
+            id: format!("sim{i}"),
+            kind: DeviceKind::TestDouble,
+            name: "simulated GPU (shoal bench fleet)".into(),
+            arch: SIMULATED_ARCH.into(),
+            num_cu: 1,
+            memory_bytes: 0,
+            visible_index: None,
+            drm_render_minor: None,
+        })
+        .collect()
+}
+
 /// The CPU as a device. Its architecture is the machine architecture (`x86_64`, `aarch64`).
 pub fn cpu_device(root: &SystemRoot) -> Device {
     let cores = std::thread::available_parallelism()

@@ -21,8 +21,9 @@ use sha2::Sha256;
 use crate::message::Message;
 
 /// The version written by this build. Bump it when the encoding of [`Message`] changes in a way
-/// an older reader would misread. Version 2 added the signature.
-pub const WIRE_VERSION: u8 = 2;
+/// an older reader would misread. Version 2 added the signature; version 3 the step and the
+/// device time of eval replies.
+pub const WIRE_VERSION: u8 = 3;
 
 /// The largest message a consumer accepts, envelope included. Requests and replies carry
 /// parameters and job references, never artifacts (those go through the store), so real

@@ -76,9 +76,14 @@ pub struct CompileReply {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalReply {
     pub session: SessionId,
+    /// The step of the request, so the Scheduler can size the next requests of this step.
+    pub step: Step,
     pub outcomes: Vec<(JobRef, Outcome)>,
     pub worker: String,
     pub device: String,
+    /// How long the device spent on the whole request, in microseconds: the Scheduler sizes
+    /// requests by it (`scheduler/shape.rs`), so that one is a fraction of a second of work.
+    pub busy_us: u64,
 }
 
 /// How often a worker sends a [`ReplyBody::Heartbeat`] while it works.

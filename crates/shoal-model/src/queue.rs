@@ -40,6 +40,24 @@ impl Namespace {
         format!("{}.eval.{}.{}_{}", self.0, step, sanitize(arch), num_cu)
     }
 
+    /// Every work queue of a device kind (`arch`, `num_cu`): the compile queue of every compile
+    /// step and the eval queue of every eval step, then the results queue. What retiring a
+    /// namespace removes, since a broker cannot list a namespace's queues over AMQP.
+    pub fn work_queues(&self, arch: &str, num_cu: u32) -> Vec<String> {
+        let mut queues: Vec<String> = Step::ALL
+            .iter()
+            .map(|&step| {
+                if step.is_compile() {
+                    self.compile_queue(step, arch)
+                } else {
+                    self.eval_queue(step, arch, num_cu)
+                }
+            })
+            .collect();
+        queues.push(self.results_queue());
+        queues
+    }
+
     /// The one queue every worker replies on.
     pub fn results_queue(&self) -> String {
         format!("{}.results", self.0)

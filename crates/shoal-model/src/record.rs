@@ -167,4 +167,7 @@ pub struct FinalResult {
     pub outcome: Option<Outcome>,
     pub failure: Option<FailureKind>,
     pub last_error: Option<String>,
+    /// The worker and the device that produced `outcome`, when there is one.
+    pub worker: Option<String>,
+    pub device: Option<String>,
 }

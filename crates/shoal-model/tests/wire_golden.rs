@@ -107,6 +107,7 @@ fn samples() -> Vec<Message> {
         })),
         Message::Reply(ReplyBody::Evaluated(EvalReply {
             session,
+            step: shoal_model::Step::CommandRun,
             outcomes: vec![
                 (
                     job(1, 1),
@@ -124,6 +125,7 @@ fn samples() -> Vec<Message> {
             ],
             worker: "host-b:3".into(),
             device: "nvidia0".into(),
+            busy_us: 1500,
         })),
         Message::Reply(ReplyBody::Heartbeat {
             session,

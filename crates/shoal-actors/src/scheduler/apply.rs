@@ -167,7 +167,15 @@ impl Inner {
             .retry_store(stop, "session lookup", || self.leases(session))
             .await
         {
-            Ok(leases) => Ok(Some((d, reply, leases))),
+            Ok(leases) => {
+                // What the items of this step take on a device sizes the next requests.
+                if let ReplyBody::Evaluated(e) = &reply {
+                    self.shape
+                        .borrow_mut()
+                        .observe(e.session, e.step, e.outcomes.len(), e.busy_us);
+                }
+                Ok(Some((d, reply, leases)))
+            }
             Err(ActorError::UnknownSession(s)) => {
                 refuse(
                     d,

@@ -86,10 +86,7 @@ impl Inner {
         let known = self.known_builds(session_id, &jobs).await?;
         let (deadline, eval_deadline) = self.queue_deadlines(session_id).await?;
         let now = self.now();
-        let eval_room = {
-            let in_flight = self.in_flight_of(session_id).await?.eval.max(0) as u64;
-            self.config.max_eval_in_flight.saturating_sub(in_flight)
-        };
+        let eval_room = self.eval_room(session_id).await?;
         let mut plan = CompileDispatch {
             changes: Vec::new(),
             requests: Vec::new(),
@@ -218,8 +215,7 @@ impl Inner {
     }
 
     pub(super) async fn dispatch_eval(&self, session_id: SessionId) -> Result<bool, ActorError> {
-        let in_flight = self.in_flight_of(session_id).await?.eval.max(0) as u64;
-        let room = self.config.max_eval_in_flight.saturating_sub(in_flight);
+        let room = self.eval_room(session_id).await?;
         if room == 0 {
             return Ok(false);
         }
@@ -307,8 +303,7 @@ impl Inner {
             e.1 &= agrees(e.0);
             e.0 = i;
             if !room.contains_key(s) {
-                let in_flight = self.in_flight_of(*s).await?.eval.max(0) as u64;
-                room.insert(*s, self.config.max_eval_in_flight.saturating_sub(in_flight));
+                room.insert(*s, self.eval_room(*s).await?);
                 deadlines.insert(*s, self.queue_deadlines(*s).await?.1);
             }
         }

@@ -119,7 +119,7 @@ async fn a_job_whose_retries_run_out_is_errored_with_the_reason() {
     let config = SchedulerConfig::default();
     let limits = shoal_backend::SessionBackend::Noop.time_limits();
     let (queue_lease, _) =
-        super::queue_leases(limits, config.eval_batch, config.queue_lease_margin);
+        super::queue_leases(limits, 1, config.queue_lease_margin);
     // max_retries is 3: four expired leases, then the next dispatch gives up.
     for round in 1..=4 {
         assert!(inner.dispatch_compile(session).await.unwrap());

@@ -24,8 +24,10 @@
 
 mod apply;
 mod dispatch;
+mod eval_room;
 pub mod plan;
 mod send;
+pub mod shape;
 mod started;
 
 use std::cell::RefCell;
@@ -45,6 +47,7 @@ use crate::supervise::{supervise, Backoff};
 use crate::ActorError;
 use plan::Leases;
 use shoal_model::message::RUNNING_LEASE;
+use shape::{EvalShape, ShapeConfig};
 use started::{StartedNotices, STARTED_DEBOUNCE};
 
 /// What a planned change is for: its session, and the delivery (by index in its batch) whose
@@ -64,10 +67,9 @@ pub struct SchedulerConfig {
     /// Jobs in compile phases (queued or compiling) at most: about two builds per compile slot
     /// keeps every slot busy while a lease still measures work, not waiting.
     pub max_compile_in_flight: u64,
-    /// Jobs in eval phases at most, for the same reason.
-    pub max_eval_in_flight: u64,
-    /// Items per eval request.
-    pub eval_batch: usize,
+    /// Items per eval request and items in eval phases: by default shaped to the devices and
+    /// to how long items take ([`shape`]).
+    pub eval: ShapeConfig,
     /// What a queued job's lease adds to the work that may legitimately be ahead of it (see
     /// [`queue_leases`]): room for a broker restart and the outbox's resend.
     pub queue_lease_margin: Duration,
@@ -91,8 +93,7 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             sessions: Vec::new(),
             max_compile_in_flight: 64,
-            max_eval_in_flight: 8,
-            eval_batch: 1,
+            eval: ShapeConfig::default(),
             queue_lease_margin: Duration::from_secs(120),
             tick: Duration::from_millis(200),
             result_batch: 256,
@@ -182,6 +183,10 @@ struct Inner {
     /// Jobs in flight per session and phase, kept by the one writer as it applies changes
     /// (counted from the store once per session), so dispatch never scans the job table.
     in_flight: RefCell<HashMap<SessionId, InFlight>>,
+    /// What eval replies said of their items' device time, and the request sizes it gives.
+    shape: RefCell<EvalShape>,
+    /// Consumers per eval queue, with when they were counted (see [`eval_room`]).
+    consumers: RefCell<HashMap<String, (u32, std::time::Instant)>>,
 }
 
 /// Jobs of a session in the compile phase (queued or compiling) and in the eval phase.
@@ -279,6 +284,8 @@ impl Inner {
             declared: RefCell::default(),
             in_flight: RefCell::default(),
             started: RefCell::default(),
+            shape: RefCell::new(EvalShape::new(p.config.eval.clone())),
+            consumers: RefCell::default(),
         })
     }
 
@@ -531,7 +538,7 @@ impl Inner {
         let backend = self.backends.get(&*self.store, session).await?;
         let (compile, eval) = queue_leases(
             backend.time_limits(),
-            self.config.eval_batch,
+            self.largest_eval_batch(session).await?,
             self.config.queue_lease_margin,
         );
         let now = self.now();

@@ -44,6 +44,9 @@ impl Bus for RefusingBus {
     async fn queue_depth(&self, queue: &str) -> shoal_bus::Result<u64> {
         self.inner.queue_depth(queue).await
     }
+    async fn consumer_count(&self, queue: &str) -> shoal_bus::Result<u32> {
+        self.inner.consumer_count(queue).await
+    }
     async fn publish_topic(
         &self,
         topic: &str,
@@ -69,7 +72,11 @@ fn scheduler(store: Arc<dyn Store>, bus: Arc<dyn Bus>, session: SessionId) -> Rc
         SessionBackends::default(),
         SchedulerConfig {
             sessions: vec![session],
-            eval_batch: 8,
+            eval: super::shape::ShapeConfig {
+                fixed_batch: Some(8),
+                fixed_in_flight: Some(8),
+                ..Default::default()
+            },
             ..SchedulerConfig::default()
         },
         signal,

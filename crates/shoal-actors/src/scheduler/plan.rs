@@ -348,6 +348,7 @@ mod tests {
     fn a_result_is_two_exclusive_compare_and_sets() {
         let reply = ReplyBody::Evaluated(EvalReply {
             session: SessionId(1),
+            step: shoal_model::Step::NoopRun,
             outcomes: vec![(
                 r(5, 2),
                 Outcome::Measured(Measurement {
@@ -359,6 +360,7 @@ mod tests {
             )],
             worker: "w".into(),
             device: "cpu".into(),
+            busy_us: 0,
         });
         let plan = plan_reply(&reply, LEASES, 7);
         assert_eq!(plan.changes.len(), 2);
@@ -396,12 +398,14 @@ mod tests {
     fn infrastructure_failures_are_retried_not_final() {
         let reply = ReplyBody::Evaluated(EvalReply {
             session: SessionId(1),
+            step: shoal_model::Step::NoopRun,
             outcomes: vec![(
                 r(9, 4),
                 Outcome::failed(FailureKind::Infrastructure, "artifact missing"),
             )],
             worker: "w".into(),
             device: "cpu".into(),
+            busy_us: 0,
         });
         let plan = plan_reply(&reply, LEASES, 7);
         assert!(plan
@@ -432,6 +436,7 @@ mod tests {
     fn measured(time_us: f64, samples: Vec<f64>) -> ReplyBody {
         ReplyBody::Evaluated(EvalReply {
             session: SessionId(1),
+            step: shoal_model::Step::NoopRun,
             outcomes: vec![(
                 r(5, 2),
                 Outcome::Measured(Measurement {
@@ -443,6 +448,7 @@ mod tests {
             )],
             worker: "w".into(),
             device: "cpu".into(),
+            busy_us: 0,
         })
     }
 

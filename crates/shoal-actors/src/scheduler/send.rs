@@ -173,7 +173,8 @@ impl Inner {
             .collect()
     }
 
-    /// Eval requests of up to `eval_batch` items, one step per request, as [`Outgoing`].
+    /// Eval requests, one step per request, each of the step's shaped batch of items
+    /// ([`super::shape`]), the items of one artifact together, as [`Outgoing`].
     pub(crate) fn eval_outgoing(
         &self,
         session: &Session,
@@ -192,12 +193,14 @@ impl Inner {
         }
         let mut out = Vec::new();
         for step in order {
-            let items = by_step.remove(&step).unwrap_or_default();
+            let mut items = by_step.remove(&step).unwrap_or_default();
+            // One artifact's items side by side: a request then fetches and loads fewer.
+            items.sort_by(|a, b| a.artifact.cmp(&b.artifact));
             let queue =
                 self.bus
                     .namespace()
                     .eval_queue(step, &session.info.arch, session.info.num_cu);
-            for chunk in items.chunks(self.config.eval_batch.max(1)) {
+            for chunk in items.chunks(self.eval_batch(session.id, step)) {
                 out.push(Outgoing {
                     queue: queue.clone(),
                     jobs: chunk.iter().map(|i| i.job).collect(),

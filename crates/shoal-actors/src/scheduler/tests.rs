@@ -230,7 +230,11 @@ async fn dispatched(
         SessionBackends::default(),
         SchedulerConfig {
             sessions: vec![session],
-            eval_batch: 8,
+            eval: super::shape::ShapeConfig {
+                fixed_batch: Some(8),
+                fixed_in_flight: Some(8),
+                ..Default::default()
+            },
             ..SchedulerConfig::default()
         },
         signal.clone(),
@@ -281,6 +285,7 @@ async fn bad_replies_are_dead_lettered_alone_and_the_good_ones_apply() {
     ));
     let negative = Message::Reply(ReplyBody::Evaluated(EvalReply {
         session,
+        step: shoal_model::Step::NoopRun,
         outcomes: vec![(
             req.jobs[0],
             Outcome::Measured(Measurement {
@@ -292,6 +297,7 @@ async fn bad_replies_are_dead_lettered_alone_and_the_good_ones_apply() {
         )],
         worker: "ev".into(),
         device: "cpu".into(),
+        busy_us: 0,
     }));
     bus.publish(
         &results,

@@ -229,6 +229,38 @@ impl RabbitBus {
         Ok(())
     }
 
+    /// A passive `queue.declare`: the queue's ready messages and consumers, or `NoSuchQueue`.
+    async fn passive_declare(&self, queue: &str, what: &str) -> Result<lapin::Queue> {
+        let link = self.shared.link(Some(self.deadline())).await?;
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = link
+            .admin(|c| async move {
+                c.queue_declare(queue.into(), passive, Default::default())
+                    .await
+            })
+            .await;
+        match declared {
+            Ok(q) => Ok(q),
+            Err(e) if amqp_code(&e) == Some(404) => Err(BusError::NoSuchQueue(queue.to_string())),
+            Err(e) => Err(backend(format!("{what} of queue `{queue}`"), e)),
+        }
+    }
+
+    /// [`RabbitBus::delete_namespace`], and first the work queues of each device kind (`arch`,
+    /// `num_cu`) that other processes may have declared ([`Namespace::work_queues`]): what a
+    /// test or a benchmark run leaves behind, so that runs do not pile queues up on a shared
+    /// broker.
+    pub async fn delete_namespace_of(&self, kinds: &[(String, u32)]) -> Result<()> {
+        let ns = self.shared.ns.clone();
+        for (arch, num_cu) in kinds {
+            self.delete_queues(&ns.work_queues(arch, *num_cu)).await?;
+        }
+        self.delete_namespace().await
+    }
+
     fn deadline(&self) -> tokio::time::Instant {
         tokio::time::Instant::now() + self.shared.options.publish_retry_for
     }
@@ -315,22 +347,11 @@ impl Bus for RabbitBus {
     }
 
     async fn queue_depth(&self, queue: &str) -> Result<u64> {
-        let link = self.shared.link(Some(self.deadline())).await?;
-        let passive = QueueDeclareOptions {
-            passive: true,
-            ..QueueDeclareOptions::default()
-        };
-        let declared = link
-            .admin(|c| async move {
-                c.queue_declare(queue.into(), passive, Default::default())
-                    .await
-            })
-            .await;
-        match declared {
-            Ok(q) => Ok(u64::from(q.message_count())),
-            Err(e) if amqp_code(&e) == Some(404) => Err(BusError::NoSuchQueue(queue.to_string())),
-            Err(e) => Err(backend(format!("depth of queue `{queue}`"), e)),
-        }
+        Ok(u64::from(self.passive_declare(queue, "depth").await?.message_count()))
+    }
+
+    async fn consumer_count(&self, queue: &str) -> Result<u32> {
+        Ok(self.passive_declare(queue, "consumers").await?.consumer_count())
     }
 
     async fn publish_topic(&self, topic: &str, routing_key: &str, payload: Vec<u8>) -> Result<()> {

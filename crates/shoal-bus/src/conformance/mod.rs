@@ -61,6 +61,7 @@ macro_rules! bus_conformance_tests {
             undeclared_queue_errors,
             declare_is_idempotent,
             queue_depth_counts_waiting,
+            consumer_count_follows_consumers,
             topic_patterns_route,
             close_ends_consumers,
             random_settlement_exactly_once,
@@ -164,6 +165,22 @@ async fn wait_depth(bus: &dyn Bus, q: &str, want: u64) {
         }
         if Instant::now() >= deadline {
             panic!("queue {q}: depth {depth}, expected {want}");
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the queue has `want` consumers (a broker's count may lag a little: a cancel is
+/// processed after the consumer is gone here).
+async fn wait_consumers(bus: &dyn Bus, q: &str, want: u32) {
+    let deadline = Instant::now() + ARRIVES_WITHIN;
+    loop {
+        let n = bus.consumer_count(q).await.expect("consumer_count");
+        if n == want {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("queue {q}: {n} consumers, expected {want}");
         }
         sleep(Duration::from_millis(20)).await;
     }

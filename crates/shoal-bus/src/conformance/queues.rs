@@ -231,3 +231,21 @@ pub async fn queue_depth_counts_waiting(bus: &dyn Bus) {
     }
     wait_depth(bus, &q, 0).await;
 }
+
+pub async fn consumer_count_follows_consumers(bus: &dyn Bus) {
+    let q = declare(bus, "consumers", 5).await;
+    wait_consumers(bus, &q, 0).await;
+    let a = consume(bus, &q, 1).await;
+    let b = consume(bus, &q, 1).await;
+    wait_consumers(bus, &q, 2).await;
+    drop(a);
+    wait_consumers(bus, &q, 1).await;
+    drop(b);
+    wait_consumers(bus, &q, 0).await;
+    assert!(
+        bus.consumer_count(&bus.namespace().compile_queue(shoal_model::Step::NoopBuild, "nowhere"))
+            .await
+            .is_err(),
+        "a queue never declared has no count"
+    );
+}

@@ -188,6 +188,8 @@ pub(crate) fn final_result(mut row: Row) -> Result<FinalResult> {
         failure: opt_parsed(r, 7)?,
         last_error: get(r, 8)?,
         outcome: outcome(r, 9)?,
+        worker: get(r, 14)?,
+        device: get(r, 15)?,
     })
 }
 

@@ -144,6 +144,8 @@ pub(crate) fn final_result(row: &Row<'_>) -> rusqlite::Result<FinalResult> {
         failure: opt_parsed(row, 7)?,
         last_error: row.get(8)?,
         outcome: outcome(row, 9)?,
+        worker: row.get(14)?,
+        device: row.get(15)?,
     })
 }
 

@@ -14,12 +14,18 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use shoal_actors::backends::SessionBackends;
 use shoal_actors::embedded::{self, EmbeddedOptions};
+use shoal_actors::scheduler::shape::ShapeConfig;
 use shoal_actors::scheduler::SchedulerConfig;
 use shoal_backend::session::noop_build_key;
 use shoal_bus::MemoryBus;
 use shoal_model::queue::Namespace;
 use shoal_model::{JobState, NewConfig, NewJob, NewSession, NewSolver, Params, SessionId};
 use shoal_store::{SqliteStore, Store};
+
+use cluster::{worker, BenchCluster};
+
+mod cluster;
+pub mod fleet;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -46,16 +52,36 @@ pub struct DispatchArgs {
     pub eval_batch: usize,
 }
 
-/// The session, config, solver and jobs of a run.
+/// The session, config, solver and jobs of a dispatch run: `--builds` builds shared in turn.
 pub async fn load_noop(
     store: &dyn Store,
     args: &DispatchArgs,
     arch: &str,
     num_cu: u32,
 ) -> anyhow::Result<SessionId> {
+    let builds = args.builds.max(1);
+    let jobs = (0..args.jobs).map(|i| {
+        let mut compile = Params::new();
+        compile.push("B", (i % builds).to_string());
+        let mut run = Params::new();
+        run.push("R", (i / builds).to_string());
+        (compile, run)
+    });
+    let reason = format!("bench-dispatch {} jobs", args.jobs);
+    load_noop_jobs(store, &reason, (arch, num_cu), jobs).await
+}
+
+/// A no-op session for the device kind (`arch`, `num_cu`) with one job per (compile, run)
+/// parameter pair, inserted in batches.
+pub async fn load_noop_jobs(
+    store: &dyn Store,
+    reason: &str,
+    (arch, num_cu): (&str, u32),
+    jobs: impl Iterator<Item = (Params, Params)>,
+) -> anyhow::Result<SessionId> {
     let session = store
         .create_session(&NewSession {
-            reason: format!("bench-dispatch {} jobs", args.jobs),
+            reason: reason.to_string(),
             arch: arch.to_string(),
             num_cu,
             backend: shoal_model::Backend::Noop,
@@ -83,13 +109,8 @@ pub async fn load_noop(
         .await?
         .remove(0)
         .id;
-    let builds = args.builds.max(1);
     let mut batch = Vec::with_capacity(5000);
-    for i in 0..args.jobs {
-        let mut compile = Params::new();
-        compile.push("B", (i % builds).to_string());
-        let mut run = Params::new();
-        run.push("R", (i / builds).to_string());
+    for (compile, run) in jobs {
         batch.push(NewJob {
             session,
             config,
@@ -180,7 +201,17 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
             running.shutdown().await?;
         }
         Mode::Cluster => {
-            let mut cluster = BenchCluster::start(&args).await?;
+            let arch = std::env::consts::ARCH.to_string();
+            let batch = args.eval_batch.to_string();
+            let workers = vec![
+                worker(
+                    "scheduler",
+                    &["--role", "scheduler", "--eval-batch", &batch, "--max-in-flight", "20000"],
+                ),
+                worker("compile", &["--role", "compile", "--arch", &arch]),
+                worker("eval", &["--role", "eval"]),
+            ];
+            let mut cluster = BenchCluster::start("bench", workers).await?;
             let store = cluster.store.clone();
             // The eval worker times on its CPU: the session targets it.
             let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
@@ -210,118 +241,13 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
 pub fn bench_scheduler(args: &DispatchArgs) -> SchedulerConfig {
     SchedulerConfig {
         max_compile_in_flight: 20_000,
-        max_eval_in_flight: 20_000,
-        eval_batch: args.eval_batch,
+        eval: ShapeConfig {
+            fixed_batch: Some(args.eval_batch.max(1)),
+            fixed_in_flight: Some(20_000),
+            ..ShapeConfig::default()
+        },
         result_batch: 1024,
         ..SchedulerConfig::default()
     }
 }
 
-/// A throw-away cluster for one benchmark run: its own database and namespace, three worker
-/// processes, all removed at the end.
-struct BenchCluster {
-    store: Arc<dyn Store>,
-    server: String,
-    database: String,
-    amqp: String,
-    namespace: String,
-    children: Vec<std::process::Child>,
-    _work: tempfile::TempDir,
-}
-
-/// A fresh random signing key, hex, mode 600: the benchmark's cluster is its own deployment.
-fn write_key_file(path: &std::path::Path) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut key = [0u8; 32];
-    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut key)?;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?
-        .write_all(hex::encode(key).as_bytes())?;
-    Ok(())
-}
-
-impl BenchCluster {
-    async fn start(args: &DispatchArgs) -> anyhow::Result<BenchCluster> {
-        let var = |k: &str| {
-            std::env::var(k).map_err(|_| {
-                anyhow::anyhow!("{k} is not set: run scripts/services-up and source its credentials file (scripts/bench-dispatch does)")
-            })
-        };
-        let server = var("SHOAL_TEST_MYSQL")?;
-        let amqp = var("SHOAL_TEST_AMQP")?;
-        let tag = format!("bench{}", std::process::id());
-        let database = format!("shoal_{tag}");
-        shoal_store::mysql::MysqlStore::create_database(&server, &database).await?;
-        let db_url = format!("{}/{database}", server.trim_end_matches('/'));
-        let store =
-            crate::connect::open_store_url("SHOAL_TEST_MYSQL", &db_url, Duration::ZERO).await?;
-        store.migrate().await?;
-        let work = tempfile::tempdir()?;
-        let key_file = work.path().join("hmac.key");
-        write_key_file(&key_file)?;
-        let exe = std::env::current_exe()?;
-        let arch = std::env::consts::ARCH.to_string();
-        let batch = args.eval_batch.to_string();
-        let mut children = Vec::new();
-        for (name, role_args) in [
-            (
-                "scheduler",
-                vec![
-                    "--role",
-                    "scheduler",
-                    "--eval-batch",
-                    &batch,
-                    "--max-in-flight",
-                    "20000",
-                ],
-            ),
-            ("compile", vec!["--role", "compile", "--arch", &arch]),
-            ("eval", vec!["--role", "eval"]),
-        ] {
-            let child = std::process::Command::new(&exe)
-                .arg("worker")
-                .args(&role_args)
-                .arg("--work-dir")
-                .arg(work.path().join(name))
-                .env("SHOAL_DB", &db_url)
-                .env("SHOAL_BROKER", &amqp)
-                .env("SHOAL_NAMESPACE", &tag)
-                .env("SHOAL_HMAC_KEY_FILE", &key_file)
-                .env("RUST_LOG", "warn")
-                .stdout(std::process::Stdio::null())
-                .spawn()?;
-            children.push(child);
-        }
-        Ok(BenchCluster {
-            store,
-            server,
-            database,
-            amqp,
-            namespace: tag,
-            children,
-            _work: work,
-        })
-    }
-
-    async fn stop(&mut self) {
-        for c in &self.children {
-            unsafe {
-                libc::kill(c.id() as i32, libc::SIGTERM);
-            }
-        }
-        for c in &mut self.children {
-            let _ = c.wait();
-        }
-        let _ =
-            shoal_store::mysql::MysqlStore::drop_database_at(&self.server, &self.database).await;
-        if let Ok(ns) = Namespace::new(&self.namespace) {
-            if let Ok(bus) = shoal_bus::amqp::RabbitBus::connect(&self.amqp, ns).await {
-                let _ = bus.delete_namespace().await;
-            }
-        }
-    }
-}

@@ -1,0 +1,142 @@
+//! A throw-away cluster for one benchmark run: its own database and namespace on the servers
+//! `scripts/services-up` started, its own signing key, and `shoal worker` processes of this
+//! executable; all of it removed at the end, queues included, so that runs do not pile up on a
+//! shared broker.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shoal_model::queue::Namespace;
+use shoal_store::Store;
+
+/// One worker process of a bench cluster: a name (its work directory) and its arguments after
+/// `shoal worker`.
+pub struct WorkerSpec {
+    pub name: String,
+    pub args: Vec<String>,
+}
+
+pub fn worker(name: &str, args: &[&str]) -> WorkerSpec {
+    WorkerSpec {
+        name: name.to_string(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+    }
+}
+
+pub struct BenchCluster {
+    pub store: Arc<dyn Store>,
+    server: String,
+    database: String,
+    amqp: String,
+    pub namespace: String,
+    /// The workers, by name, in the order started.
+    pub children: Vec<(String, std::process::Child)>,
+    /// Device kinds (architecture, units) whose queues the workers declare: removed at the end.
+    pub kinds: Vec<(String, u32)>,
+    _work: tempfile::TempDir,
+}
+
+/// A fresh random signing key, hex, mode 600: the benchmark's cluster is its own deployment.
+fn write_key_file(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut key = [0u8; 32];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut key)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(hex::encode(key).as_bytes())?;
+    Ok(())
+}
+
+impl BenchCluster {
+    /// Creates the database and starts `workers`; `tag` names the run (database and namespace
+    /// get this process's id added).
+    pub async fn start(tag: &str, workers: Vec<WorkerSpec>) -> anyhow::Result<BenchCluster> {
+        let var = |k: &str| {
+            std::env::var(k).map_err(|_| {
+                anyhow::anyhow!("{k} is not set: run scripts/services-up and source its credentials file (scripts/bench-dispatch does)")
+            })
+        };
+        let server = var("SHOAL_TEST_MYSQL")?;
+        let amqp = var("SHOAL_TEST_AMQP")?;
+        let tag = format!("{tag}{}", std::process::id());
+        let database = format!("shoal_{tag}");
+        shoal_store::mysql::MysqlStore::create_database(&server, &database).await?;
+        let db_url = format!("{}/{database}", server.trim_end_matches('/'));
+        let store =
+            crate::connect::open_store_url("SHOAL_TEST_MYSQL", &db_url, Duration::ZERO).await?;
+        store.migrate().await?;
+        let work = tempfile::tempdir()?;
+        let key_file = work.path().join("hmac.key");
+        write_key_file(&key_file)?;
+        let exe = std::env::current_exe()?;
+        let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
+        let mut cluster = BenchCluster {
+            store,
+            server,
+            database,
+            amqp: amqp.clone(),
+            namespace: tag.clone(),
+            children: Vec::new(),
+            kinds: vec![(cpu.arch, cpu.num_cu)],
+            _work: work,
+        };
+        for w in workers {
+            let spawned = std::process::Command::new(&exe)
+                .arg("worker")
+                .args(&w.args)
+                .arg("--work-dir")
+                .arg(cluster._work.path().join(&w.name))
+                .env("SHOAL_DB", &db_url)
+                .env("SHOAL_BROKER", &amqp)
+                .env("SHOAL_NAMESPACE", &tag)
+                .env("SHOAL_HMAC_KEY_FILE", &key_file)
+                .env("RUST_LOG", "warn")
+                .stdout(std::process::Stdio::null())
+                .spawn();
+            match spawned {
+                Ok(child) => cluster.children.push((w.name, child)),
+                Err(e) => {
+                    cluster.stop().await;
+                    anyhow::bail!("cannot start worker {}: {e}", w.name);
+                }
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// A bus on the cluster's namespace, for asking the broker (queue depths, consumers).
+    pub async fn bus(&self) -> anyhow::Result<Arc<shoal_bus::amqp::RabbitBus>> {
+        let ns = Namespace::new(&self.namespace).map_err(anyhow::Error::msg)?;
+        Ok(shoal_bus::amqp::RabbitBus::connect(&self.amqp, ns).await?)
+    }
+
+    /// The pid of the worker called `name`.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.children
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c.id())
+    }
+
+    /// SIGTERM to every worker, then waits for them; drops the database and the namespace.
+    pub async fn stop(&mut self) {
+        for (_, c) in &self.children {
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+        }
+        for (_, c) in &mut self.children {
+            let _ = c.wait();
+        }
+        let _ =
+            shoal_store::mysql::MysqlStore::drop_database_at(&self.server, &self.database).await;
+        if let Ok(bus) = self.bus().await {
+            let _ = bus.delete_namespace_of(&self.kinds).await;
+            let _ = shoal_bus::Bus::close(&*bus).await;
+        }
+    }
+}
