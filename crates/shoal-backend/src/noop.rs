@@ -107,7 +107,10 @@ mod tests {
     #[test]
     fn sleeps_are_bounded_and_malformed_ones_ignored() {
         let p = params(EVAL_SLEEP_US, "999999999999");
-        assert_eq!(sleep_of(&p, EVAL_SLEEP_US, Duration::from_micros), Some(MAX_SLEEP));
+        assert_eq!(
+            sleep_of(&p, EVAL_SLEEP_US, Duration::from_micros),
+            Some(MAX_SLEEP)
+        );
         let p = params(EVAL_SLEEP_US, "-3");
         assert_eq!(sleep_of(&p, EVAL_SLEEP_US, Duration::from_micros), None);
     }

@@ -118,8 +118,7 @@ async fn a_job_whose_retries_run_out_is_errored_with_the_reason() {
     let (inner, _bus) = scheduler_at(&store, session, clock.clone());
     let config = SchedulerConfig::default();
     let limits = shoal_backend::SessionBackend::Noop.time_limits();
-    let (queue_lease, _) =
-        super::queue_leases(limits, 1, config.queue_lease_margin);
+    let (queue_lease, _) = super::queue_leases(limits, 1, config.queue_lease_margin);
     // max_retries is 3: four expired leases, then the next dispatch gives up.
     for round in 1..=4 {
         assert!(inner.dispatch_compile(session).await.unwrap());
@@ -140,8 +139,7 @@ async fn a_job_whose_retries_run_out_is_errored_with_the_reason() {
 }
 
 /// A queued job's lease comes from its step's limits, not a fixed ten minutes: a noop session's
-/// compile request (10 s limit) is taken back just past the margin plus two limits, and not
-/// before.
+/// compile request is taken back just past the margin plus two build limits, and not before.
 #[tokio::test]
 async fn a_queue_lease_is_derived_from_the_steps_limits() {
     let (store, session) = session_with_jobs(1).await;
@@ -155,6 +153,12 @@ async fn a_queue_lease_is_derived_from_the_steps_limits() {
     );
     assert_eq!(compile, config.queue_lease_margin + Duration::from_secs(20));
     assert_eq!(eval, config.queue_lease_margin + Duration::from_secs(8));
+    // The noop session's own limits.
+    let (compile, _) = super::queue_leases(
+        shoal_backend::SessionBackend::Noop.time_limits(),
+        1,
+        config.queue_lease_margin,
+    );
 
     assert!(inner.dispatch_compile(session).await.unwrap());
     let job = store.in_flight(session).await.unwrap()[0].clone();

@@ -46,8 +46,8 @@ use crate::shutdown::{DrainGuard, Signal};
 use crate::supervise::{supervise, Backoff};
 use crate::ActorError;
 use plan::Leases;
-use shoal_model::message::RUNNING_LEASE;
 use shape::{EvalShape, ShapeConfig};
+use shoal_model::message::RUNNING_LEASE;
 use started::{StartedNotices, STARTED_DEBOUNCE};
 
 /// What a planned change is for: its session, and the delivery (by index in its batch) whose

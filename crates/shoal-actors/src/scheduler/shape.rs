@@ -168,7 +168,11 @@ mod tests {
     fn in_flight_grows_with_the_devices() {
         let mut s = shape();
         s.observe(S, STEP, 8, 400_000); // 50 ms items: 8 per request
-        assert_eq!(s.in_flight(S, STEP, 0), 3 * 8, "one device's worth before any");
+        assert_eq!(
+            s.in_flight(S, STEP, 0),
+            3 * 8,
+            "one device's worth before any"
+        );
         assert_eq!(s.in_flight(S, STEP, 1), 3 * 8);
         assert_eq!(s.in_flight(S, STEP, 256), 256 * 3 * 8);
     }

@@ -347,11 +347,16 @@ impl Bus for RabbitBus {
     }
 
     async fn queue_depth(&self, queue: &str) -> Result<u64> {
-        Ok(u64::from(self.passive_declare(queue, "depth").await?.message_count()))
+        Ok(u64::from(
+            self.passive_declare(queue, "depth").await?.message_count(),
+        ))
     }
 
     async fn consumer_count(&self, queue: &str) -> Result<u32> {
-        Ok(self.passive_declare(queue, "consumers").await?.consumer_count())
+        Ok(self
+            .passive_declare(queue, "consumers")
+            .await?
+            .consumer_count())
     }
 
     async fn publish_topic(&self, topic: &str, routing_key: &str, payload: Vec<u8>) -> Result<()> {

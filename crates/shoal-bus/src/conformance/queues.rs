@@ -243,9 +243,12 @@ pub async fn consumer_count_follows_consumers(bus: &dyn Bus) {
     drop(b);
     wait_consumers(bus, &q, 0).await;
     assert!(
-        bus.consumer_count(&bus.namespace().compile_queue(shoal_model::Step::NoopBuild, "nowhere"))
-            .await
-            .is_err(),
+        bus.consumer_count(
+            &bus.namespace()
+                .compile_queue(shoal_model::Step::NoopBuild, "nowhere")
+        )
+        .await
+        .is_err(),
         "a queue never declared has no count"
     );
 }

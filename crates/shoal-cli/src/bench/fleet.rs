@@ -128,9 +128,9 @@ fn eval_times(args: &FleetArgs) -> anyhow::Result<Vec<u64>> {
         Some(path) => space_times(path)?,
     };
     let mean = pool.iter().sum::<u64>() as f64 / pool.len() as f64;
-    let jobs = args.jobs.unwrap_or_else(|| {
-        (f64::from(args.devices) * args.secs * 1e6 / mean).ceil() as u64
-    });
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| (f64::from(args.devices) * args.secs * 1e6 / mean).ceil() as u64);
     let mut rng = XorShift(args.seed.max(1));
     Ok((0..jobs.max(1))
         .map(|_| pool[(rng.next() % pool.len() as u64) as usize])
@@ -181,9 +181,9 @@ impl XorShift {
 }
 
 /// The jobs: `jobs_per_build` in a row share a build that sleeps `--build-ms`.
-fn jobs(args: &FleetArgs, times: &[u64]) -> impl Iterator<Item = (Params, Params)> {
+fn jobs<'a>(args: &FleetArgs, times: &'a [u64]) -> impl Iterator<Item = (Params, Params)> + 'a {
     let (per_build, build_ms) = (args.jobs_per_build.max(1), args.build_ms);
-    times.to_vec().into_iter().enumerate().map(move |(i, us)| {
+    times.iter().copied().enumerate().map(move |(i, us)| {
         let mut compile = Params::new();
         compile.push("B", (i as u64 / per_build).to_string());
         compile.push(BUILD_SLEEP_MS, build_ms.to_string());
@@ -247,9 +247,7 @@ async fn run_cluster(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures>
 /// not start-up.
 async fn wait_consumers(cluster: &BenchCluster, devices: u32) -> anyhow::Result<()> {
     let bus = cluster.bus().await?;
-    let queue = bus
-        .namespace()
-        .eval_queue(Step::NoopRun, SIMULATED_ARCH, 1);
+    let queue = bus.namespace().eval_queue(Step::NoopRun, SIMULATED_ARCH, 1);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let n = bus.consumer_count(&queue).await.unwrap_or(0);
@@ -285,7 +283,12 @@ async fn run_embedded(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures
             monitor_interval: Duration::from_secs(5),
             devices: shoal_gpu::simulated(args.devices),
             runner_program: crate::host::runner_program(),
-            scheduler: SchedulerConfig::default(),
+            // The compile bound counts jobs: two builds per slot, as its default means, when
+            // `--jobs-per-build` jobs share each build.
+            scheduler: SchedulerConfig {
+                max_compile_in_flight: 2 * args.compile_slots as u64 * args.jobs_per_build.max(1),
+                ..SchedulerConfig::default()
+            },
         },
     )
     .await?;

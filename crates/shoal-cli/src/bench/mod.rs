@@ -206,7 +206,14 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
             let workers = vec![
                 worker(
                     "scheduler",
-                    &["--role", "scheduler", "--eval-batch", &batch, "--max-in-flight", "20000"],
+                    &[
+                        "--role",
+                        "scheduler",
+                        "--eval-batch",
+                        &batch,
+                        "--max-in-flight",
+                        "20000",
+                    ],
                 ),
                 worker("compile", &["--role", "compile", "--arch", &arch]),
                 worker("eval", &["--role", "eval"]),
@@ -250,4 +257,3 @@ pub fn bench_scheduler(args: &DispatchArgs) -> SchedulerConfig {
         ..SchedulerConfig::default()
     }
 }
-
