@@ -51,8 +51,8 @@ impl Inner {
         Ok(backend.steps().iter().map(|(_, eval)| *eval).collect())
     }
 
-    /// Consumers of the eval queue of `session`'s `step`: cached, and 0 while the queue does
-    /// not exist or the broker cannot say (dispatch then keeps one device's worth in flight).
+    /// Consumers of the eval queue of `session`'s `step`: cached, and 0 while the broker cannot
+    /// say (dispatch then keeps one device's worth in flight).
     async fn consumers(&self, session: SessionId, step: Step) -> Result<u32, ActorError> {
         let info = self.session(session).await?.info;
         let queue = self
@@ -64,6 +64,9 @@ impl Inner {
                 return Ok(*n);
             }
         }
+        // Declared first (once), as before a publish to it: asking about a queue that does not
+        // exist yet would close the channel it is asked on.
+        self.ensure_queue(&queue).await?;
         let n = match self.bus.consumer_count(&queue).await {
             Ok(n) => n,
             Err(shoal_bus::BusError::NoSuchQueue(_)) => 0,

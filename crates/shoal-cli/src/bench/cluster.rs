@@ -9,17 +9,21 @@ use std::time::Duration;
 use shoal_model::queue::Namespace;
 use shoal_store::Store;
 
+use super::netns::HostNamespace;
+
 /// One worker process of a bench cluster: a name (its work directory) and its arguments after
-/// `shoal worker`.
+/// `shoal worker`; optionally run in a network namespace of its own.
 pub struct WorkerSpec {
     pub name: String,
     pub args: Vec<String>,
+    pub host: Option<Arc<HostNamespace>>,
 }
 
 pub fn worker(name: &str, args: &[&str]) -> WorkerSpec {
     WorkerSpec {
         name: name.to_string(),
         args: args.iter().map(|a| a.to_string()).collect(),
+        host: None,
     }
 }
 
@@ -33,7 +37,9 @@ pub struct BenchCluster {
     pub children: Vec<(String, std::process::Child)>,
     /// Device kinds (architecture, units) whose queues the workers declare: removed at the end.
     pub kinds: Vec<(String, u32)>,
-    _work: tempfile::TempDir,
+    /// The namespaces of the workers that have one: removed after the workers stop.
+    hosts: Vec<Arc<HostNamespace>>,
+    work: tempfile::TempDir,
 }
 
 /// A fresh random signing key, hex, mode 600: the benchmark's cluster is its own deployment.
@@ -82,30 +88,57 @@ impl BenchCluster {
             namespace: tag.clone(),
             children: Vec::new(),
             kinds: vec![(cpu.arch, cpu.num_cu)],
-            _work: work,
+            hosts: Vec::new(),
+            work,
         };
         for w in workers {
-            let spawned = std::process::Command::new(&exe)
-                .arg("worker")
-                .args(&w.args)
-                .arg("--work-dir")
-                .arg(cluster._work.path().join(&w.name))
-                .env("SHOAL_DB", &db_url)
-                .env("SHOAL_BROKER", &amqp)
-                .env("SHOAL_NAMESPACE", &tag)
-                .env("SHOAL_HMAC_KEY_FILE", &key_file)
-                .env("RUST_LOG", "warn")
-                .stdout(std::process::Stdio::null())
-                .spawn();
-            match spawned {
-                Ok(child) => cluster.children.push((w.name, child)),
-                Err(e) => {
-                    cluster.stop().await;
-                    anyhow::bail!("cannot start worker {}: {e}", w.name);
-                }
+            if let Err(e) = cluster.spawn(&exe, w, (&db_url, &amqp, &key_file)) {
+                cluster.stop().await;
+                return Err(e);
             }
         }
         Ok(cluster)
+    }
+
+    /// Starts one worker with the cluster's database, broker, namespace and signing key,
+    /// in its network namespace if it has one.
+    fn spawn(
+        &mut self,
+        exe: &std::path::Path,
+        w: WorkerSpec,
+        (db_url, amqp, key_file): (&str, &str, &std::path::Path),
+    ) -> anyhow::Result<()> {
+        let (mut command, db, broker) = match &w.host {
+            None => (
+                std::process::Command::new(exe),
+                db_url.to_string(),
+                amqp.to_string(),
+            ),
+            Some(host) => {
+                self.hosts.push(host.clone());
+                let wrap = host.wrap();
+                let mut c = std::process::Command::new(&wrap[0]);
+                c.args(&wrap[1..]).arg(exe);
+                let db = super::netns::relayed(db_url, host.gateway)?.1;
+                let broker = super::netns::relayed(amqp, host.gateway)?.1;
+                (c, db, broker)
+            }
+        };
+        let child = command
+            .arg("worker")
+            .args(&w.args)
+            .arg("--work-dir")
+            .arg(self.work.path().join(&w.name))
+            .env("SHOAL_DB", &db)
+            .env("SHOAL_BROKER", &broker)
+            .env("SHOAL_NAMESPACE", &self.namespace)
+            .env("SHOAL_HMAC_KEY_FILE", key_file)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start worker {}: {e}", w.name))?;
+        self.children.push((w.name, child));
+        Ok(())
     }
 
     /// A bus on the cluster's namespace, for asking the broker (queue depths, consumers).
@@ -138,5 +171,6 @@ impl BenchCluster {
             let _ = bus.delete_namespace_of(&self.kinds).await;
             let _ = shoal_bus::Bus::close(&*bus).await;
         }
+        self.hosts.clear();
     }
 }

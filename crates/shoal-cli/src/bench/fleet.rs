@@ -4,13 +4,17 @@
 //! Scheduler and a compile worker complete the cluster, on the RabbitMQ and MariaDB that
 //! `scripts/services-up` started. Every job is a no-op job whose build sleeps `--build-ms` and
 //! whose evaluation sleeps for a time drawn from a distribution: fixed (`--eval-ms`), or the
-//! recorded times of a T4 space (`--space`: one valid configuration's summed runtimes per job).
+//! recorded times of a T4 space (`--space`: one valid configuration's summed runtimes per job),
+//! or of a session tuned before (`--session-times N --db store.db`: its measured jobs' device
+//! times).
 //!
 //! Each evaluation records when it started and how long it slept, with its device, so the
 //! busy share of every device is read back from the store: its sleeping time over the
 //! evaluation window (from the first evaluation's start to the last one's end, fleet-wide).
 //! The Scheduler's CPU time over the run comes from `/proc`. `--mode embedded` runs the same
 //! fleet in one process (in-process bus, SQLite): the ceiling of each row.
+//!
+//! `--netns` puts each eval worker in a network namespace of its own (`netns.rs`).
 //!
 //! Prints: `fleet devices=<N> hosts=<H> eval_ms=<mean> busy_pct=<mean>/<min> jobs_per_s=<R>
 //! scheduler_cpu_pct=<P> secs=<S>` (in embedded mode the CPU is the whole process's).
@@ -52,8 +56,15 @@ pub struct FleetArgs {
     pub eval_ms: f64,
     /// Draw evaluation times from a recorded space in the T4 format (`.json` or `.json.gz`):
     /// each job sleeps the summed runtimes of one valid configuration, drawn at random.
-    #[arg(long, conflicts_with = "eval_ms")]
+    #[arg(long, conflicts_with_all = ["eval_ms", "session_times"])]
     pub space: Option<PathBuf>,
+    /// Draw evaluation times from the measured jobs of session N of the `--db` store instead
+    /// (each one's device time, `eval_wall_us`, or its timed runs summed).
+    #[arg(long, value_name = "N", requires = "db", conflicts_with = "eval_ms")]
+    pub session_times: Option<i64>,
+    /// The SQLite store `--session-times` reads.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
     /// Every build sleeps this long (milliseconds).
     #[arg(long, default_value_t = 100)]
     pub build_ms: u64,
@@ -70,6 +81,10 @@ pub struct FleetArgs {
     /// Jobs to load instead of `--secs` worth.
     #[arg(long)]
     pub jobs: Option<u64>,
+    /// Run each eval worker in a network namespace of its own, joined to this machine by a
+    /// veth pair, so its traffic crosses a network interface (needs root and iproute2).
+    #[arg(long)]
+    pub netns: bool,
     /// Seed of the draws from `--space`.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -90,7 +105,7 @@ pub async fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
         (1..=args.devices).contains(&args.hosts),
         "--hosts must be between 1 and --devices"
     );
-    let times = eval_times(&args)?;
+    let times = eval_times(&args).await?;
     let mean_us = times.iter().sum::<u64>() as f64 / times.len() as f64;
     eprintln!(
         "fleet: {} jobs, mean evaluation {:.1} ms, {} devices over {} hosts",
@@ -99,16 +114,21 @@ pub async fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
         args.devices,
         args.hosts
     );
+    anyhow::ensure!(
+        !(args.netns && args.mode == Mode::Embedded),
+        "--netns needs --mode cluster: the embedded mode is one process"
+    );
     let figures = match args.mode {
         Mode::Cluster => run_cluster(&args, &times).await?,
         Mode::Embedded => run_embedded(&args, &times).await?,
     };
     println!(
-        "fleet mode={} devices={} hosts={} eval_ms={:.1} busy_pct={:.1}/{:.1} jobs_per_s={:.0} scheduler_cpu_pct={:.1} secs={:.2}",
+        "fleet mode={}{} devices={} hosts={} eval_ms={:.1} busy_pct={:.1}/{:.1} jobs_per_s={:.0} scheduler_cpu_pct={:.1} secs={:.2}",
         match args.mode {
             Mode::Cluster => "cluster",
             Mode::Embedded => "embedded",
         },
+        if args.netns { " netns=yes" } else { "" },
         args.devices,
         args.hosts,
         mean_us / 1000.0,
@@ -122,10 +142,11 @@ pub async fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Each job's evaluation time, in microseconds.
-fn eval_times(args: &FleetArgs) -> anyhow::Result<Vec<u64>> {
-    let pool: Vec<u64> = match &args.space {
-        None => vec![(args.eval_ms * 1000.0).round().max(1.0) as u64],
-        Some(path) => space_times(path)?,
+async fn eval_times(args: &FleetArgs) -> anyhow::Result<Vec<u64>> {
+    let pool: Vec<u64> = match (&args.space, args.session_times, &args.db) {
+        (Some(path), _, _) => space_times(path)?,
+        (None, Some(session), Some(db)) => session_times(db, SessionId(session)).await?,
+        _ => vec![(args.eval_ms * 1000.0).round().max(1.0) as u64],
     };
     let mean = pool.iter().sum::<u64>() as f64 / pool.len() as f64;
     let jobs = args
@@ -164,6 +185,32 @@ fn space_times(path: &std::path::Path) -> anyhow::Result<Vec<u64>> {
         !times.is_empty(),
         "{}: no valid configuration with runtimes",
         path.display()
+    );
+    Ok(times)
+}
+
+/// The device time of every measured job of a session: what the Evaluator recorded
+/// (`eval_wall_us`, warm-up and process start included), else its timed runs summed.
+async fn session_times(db: &std::path::Path, session: SessionId) -> anyhow::Result<Vec<u64>> {
+    let store = crate::store_open::open_store(db).await?;
+    let times: Vec<u64> = store
+        .final_results(session)
+        .await?
+        .into_iter()
+        .filter_map(|r| match r.outcome? {
+            Outcome::Measured(m) => {
+                let wall = m.details.get_i64("eval_wall_us").map(|us| us as f64);
+                let runs = m.samples_us.iter().sum::<f64>();
+                let us = wall.unwrap_or(runs);
+                (us >= 1.0).then_some(us.round() as u64)
+            }
+            Outcome::Failed { .. } => None,
+        })
+        .collect();
+    anyhow::ensure!(
+        !times.is_empty(),
+        "session {session} of {} has no measured job",
+        db.display()
     );
     Ok(times)
 }
@@ -212,10 +259,18 @@ async fn run_cluster(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures>
             ],
         ),
     ];
+    let servers = if args.netns {
+        let var = |k: &str| std::env::var(k).with_context(|| format!("{k} is not set"));
+        let (db, _) = super::netns::relayed(&var("SHOAL_TEST_MYSQL")?, [0, 0, 0, 0].into())?;
+        let (broker, _) = super::netns::relayed(&var("SHOAL_TEST_AMQP")?, [0, 0, 0, 0].into())?;
+        vec![db, broker]
+    } else {
+        Vec::new()
+    };
     for h in 0..args.hosts {
         let k = args.devices / args.hosts + u32::from(h < args.devices % args.hosts);
         let k = k.to_string();
-        workers.push(worker(
+        let mut w = worker(
             &format!("eval{h}"),
             &[
                 "--role",
@@ -225,7 +280,12 @@ async fn run_cluster(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures>
                 "--simulate-devices",
                 &k,
             ],
-        ));
+        );
+        if args.netns {
+            let host = super::netns::HostNamespace::create(h, &servers)?;
+            w.host = Some(Arc::new(host));
+        }
+        workers.push(w);
     }
     let mut cluster = BenchCluster::start("fleet", workers).await?;
     cluster.kinds.push((SIMULATED_ARCH.to_string(), 1));
@@ -248,6 +308,11 @@ async fn run_cluster(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures>
 async fn wait_consumers(cluster: &BenchCluster, devices: u32) -> anyhow::Result<()> {
     let bus = cluster.bus().await?;
     let queue = bus.namespace().eval_queue(Step::NoopRun, SIMULATED_ARCH, 1);
+    // Declared as the workers declare it, so that asking about it never meets a missing queue.
+    let options = shoal_bus::QueueOptions {
+        delivery_limit: SchedulerConfig::default().delivery_limit,
+    };
+    bus.declare_queue(&queue, &options).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let n = bus.consumer_count(&queue).await.unwrap_or(0);
@@ -398,5 +463,82 @@ fn cpu_secs(pid: u32) -> f64 {
         ticks / hz
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        fleet: FleetArgs,
+    }
+
+    fn args(argv: &[&str]) -> FleetArgs {
+        Cli::parse_from(std::iter::once("fleet").chain(argv.iter().copied())).fleet
+    }
+
+    #[tokio::test]
+    async fn fixed_times_fill_the_asked_seconds() {
+        let times = eval_times(&args(&[
+            "--devices",
+            "4",
+            "--eval-ms",
+            "50",
+            "--secs",
+            "10",
+        ]))
+        .await
+        .unwrap();
+        // 4 devices × 10 s / 50 ms.
+        assert_eq!(times.len(), 800);
+        assert!(times.iter().all(|&t| t == 50_000));
+    }
+
+    #[tokio::test]
+    async fn a_space_gives_its_valid_configurations_summed_runtimes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("space.json");
+        std::fs::write(
+            &path,
+            r#"{"schema_version": "1.0", "metadata": {"timeunit": "milliseconds"}, "results": [
+                {"configuration": {"x": 1}, "invalidity": "correct", "times": {"runtimes": [1.0, 2.0]}},
+                {"configuration": {"x": 2}, "invalidity": "runtime", "times": {"runtimes": [9.0]}},
+                {"configuration": {"x": 3}, "invalidity": "correct", "times": {"runtimes": [0.5, 0.5]}}
+            ]}"#,
+        )
+        .unwrap();
+        let mut pool = space_times(&path).unwrap();
+        pool.sort();
+        assert_eq!(
+            pool,
+            vec![1_000, 3_000],
+            "the failed configuration is left out"
+        );
+        let a = args(&[
+            "--space",
+            path.to_str().unwrap(),
+            "--jobs",
+            "50",
+            "--seed",
+            "7",
+        ]);
+        let first = eval_times(&a).await.unwrap();
+        assert_eq!(first.len(), 50);
+        assert!(first.iter().all(|t| pool.contains(t)));
+        assert!(
+            first.contains(&1_000) && first.contains(&3_000),
+            "both drawn"
+        );
+        assert_eq!(
+            first,
+            eval_times(&a).await.unwrap(),
+            "the same seed, the same draws"
+        );
+        std::fs::write(&path, r#"{"results": []}"#).unwrap();
+        assert!(space_times(&path).is_err());
     }
 }

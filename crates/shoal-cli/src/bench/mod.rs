@@ -26,6 +26,7 @@ use cluster::{worker, BenchCluster};
 
 mod cluster;
 pub mod fleet;
+mod netns;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
