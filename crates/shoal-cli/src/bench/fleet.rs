@@ -29,6 +29,7 @@ use anyhow::Context;
 use clap::Args;
 use shoal_actors::backends::SessionBackends;
 use shoal_actors::embedded::{self, EmbeddedOptions};
+use shoal_actors::scheduler::shape::ShapeConfig;
 use shoal_actors::scheduler::SchedulerConfig;
 use shoal_backend::noop::{BUILD_SLEEP_MS, EVAL_SLEEP_US};
 use shoal_bus::{Bus, MemoryBus};
@@ -85,6 +86,10 @@ pub struct FleetArgs {
     /// veth pair, so its traffic crosses a network interface (needs root and iproute2).
     #[arg(long)]
     pub netns: bool,
+    /// Fix the items per eval request instead of letting the Scheduler shape them (to compare
+    /// with the fixed batches of earlier releases).
+    #[arg(long)]
+    pub eval_batch: Option<usize>,
     /// Seed of the draws from `--space`.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -243,8 +248,13 @@ fn jobs<'a>(args: &FleetArgs, times: &'a [u64]) -> impl Iterator<Item = (Params,
 
 async fn run_cluster(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures> {
     let slots = args.compile_slots.to_string();
+    let batch = args.eval_batch.map(|n| n.to_string());
+    let mut scheduler = vec!["--role", "scheduler"];
+    if let Some(n) = &batch {
+        scheduler.extend(["--eval-batch", n]);
+    }
     let mut workers = vec![
-        worker("scheduler", &["--role", "scheduler"]),
+        worker("scheduler", &scheduler),
         worker(
             "compile",
             &[
@@ -352,6 +362,10 @@ async fn run_embedded(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures
             // `--jobs-per-build` jobs share each build.
             scheduler: SchedulerConfig {
                 max_compile_in_flight: 2 * args.compile_slots as u64 * args.jobs_per_build.max(1),
+                eval: ShapeConfig {
+                    fixed_batch: args.eval_batch,
+                    ..ShapeConfig::default()
+                },
                 ..SchedulerConfig::default()
             },
         },
