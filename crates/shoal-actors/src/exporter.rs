@@ -91,6 +91,33 @@ pub async fn export(
     })
 }
 
+/// A session's tuned table, for comparing it with another (`shoal compare`): the rows of
+/// [`export`], with the spec's shape columns and FLOP counts where the session has a spec, and
+/// the problem's own parameters as its columns otherwise (a MIOpen session).
+pub async fn tuned_table(
+    store: &dyn Store,
+    backends: &SessionBackends,
+    session: SessionId,
+) -> Result<Vec<TunedRow>, ActorError> {
+    let info = store
+        .session(session)
+        .await?
+        .ok_or(ActorError::UnknownSession(session))?;
+    let results = store.final_results(session).await?;
+    let spec = match info.info.backend {
+        shoal_model::Backend::Command => Some(backends.spec(store, session).await?),
+        _ => None,
+    };
+    let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
+    let ctx = TableContext {
+        arch: &info.info.arch,
+        num_cu: info.info.num_cu,
+        shape_columns: spec.as_ref().map_or(&[][..], |s| &s.shape_columns[..]),
+        flops: &flops,
+    };
+    Ok(shoal_export::tuned_rows(&ctx, &results))
+}
+
 /// Where an export request's directory lands: under the exporter's own `root`, never elsewhere.
 /// The request names a relative path of plain components (`nightly/gfx90a`); an absolute path,
 /// `..`, or anything else that could leave `root` is refused with the reason.

@@ -195,6 +195,11 @@ pub enum Command {
         #[command(subcommand)]
         command: ControlCommand,
     },
+    /// Compare two tunings shape by shape: OLD and NEW are session numbers of the `--db`
+    /// store or exported tables (`tuned.json`, or the directory holding one). Prints each
+    /// shape's old and new winner and time, flags changes larger than the winners' recorded
+    /// spread, and exits 1 when a shape regressed or lost its winner (for CI gates).
+    Compare(crate::compare::CompareArgs),
     /// Measure Shoal itself.
     Bench {
         #[command(subcommand)]

@@ -30,6 +30,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             command: DbCommand::Migrate,
         } => migrate(&db).await,
         Command::Sessions => sessions(&db).await,
+        Command::Compare(args) => crate::compare::run(args, &db).await,
         Command::Status { session } => status(&db, session).await,
         Command::Export {
             golden_v: Some(v),

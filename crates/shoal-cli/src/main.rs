@@ -7,6 +7,7 @@
 mod args;
 mod bench;
 mod cli;
+mod compare;
 mod connect;
 mod host;
 mod hostile;

@@ -4,13 +4,14 @@
 //! Pure functions over [`FinalResult`]s: the Exporter actor reads the store and writes the files;
 //! the decisions about what "best" means and what the columns are live here, once.
 
+pub mod compare;
 pub mod files;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use shoal_model::{ConfigId, FailureKind, FinalResult, JobState, Outcome, Params};
 
 /// What the table is about: the device and the columns.
@@ -22,8 +23,9 @@ pub struct TableContext<'a> {
     pub flops: &'a dyn Fn(&Params) -> Option<f64>,
 }
 
-/// The best candidate of one problem, with what was learned about the rest.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// The best candidate of one problem, with what was learned about the rest. Read back from
+/// `tuned.json` by `shoal compare`, so every field added later has a default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TunedRow {
     pub arch: String,
     pub num_cu: u32,
@@ -33,6 +35,10 @@ pub struct TunedRow {
     /// The winning compile-time then run-time parameters; `None` when no candidate was valid.
     pub best: Option<Params>,
     pub time_us: Option<f64>,
+    /// The winner's own spread: its slowest timed run over its fastest, less one, in percent.
+    /// What a change between two tunings must exceed to be more than noise.
+    #[serde(default)]
+    pub spread_pct: Option<f64>,
     pub gflops: Option<f64>,
     /// Time of the slowest valid candidate, to show what tuning bought.
     pub slowest_valid_us: Option<f64>,
@@ -70,6 +76,7 @@ pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedR
                 solver: first.solver.clone(),
                 best: None,
                 time_us: None,
+                spread_pct: None,
                 gflops: None,
                 slowest_valid_us: None,
                 candidates: rs.len() as u32,
@@ -83,6 +90,7 @@ pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedR
                         row.valid += 1;
                         if row.time_us.is_none_or(|t| m.time_us < t) {
                             row.time_us = Some(m.time_us);
+                            row.spread_pct = spread_pct(&m.samples_us);
                             row.best = Some(r.compile_params.chain(&r.run_params));
                         }
                         if row.slowest_valid_us.is_none_or(|t| m.time_us > t) {
@@ -110,6 +118,19 @@ pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedR
             row
         })
         .collect()
+}
+
+/// The spread of a candidate's timed runs: slowest over fastest, less one, in percent; `None`
+/// with fewer than two runs.
+pub fn spread_pct(samples_us: &[f64]) -> Option<f64> {
+    let valid = samples_us
+        .iter()
+        .copied()
+        .filter(|s| s.is_finite() && *s > 0.0);
+    let (lo, hi, n) = valid.fold((f64::MAX, 0.0f64, 0), |(lo, hi, n), s| {
+        (lo.min(s), hi.max(s), n + 1)
+    });
+    (n >= 2).then(|| 100.0 * (hi / lo - 1.0))
 }
 
 /// Names of the winning-parameter columns: the union over rows, in first-seen order.

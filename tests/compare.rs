@@ -1,0 +1,103 @@
+//! `shoal compare` as a CI job uses it: a tuning compared with its own export changes nothing;
+//! a table with a slower winner fails the gate, and the kept table has each shape's better
+//! winner.
+
+mod common;
+
+use serde_json::Value;
+
+fn compare(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = common::shoal(dir)
+        .arg("compare")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The rows of a `tuned.json` with a winner.
+fn winners(table: &Value) -> Vec<&Value> {
+    table
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["time_us"].is_number())
+        .collect()
+}
+
+#[test]
+fn a_regression_fails_the_gate_and_the_better_winners_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    common::run_ok(&mut common::tune(d, "faulty/spec.toml"));
+
+    // The session against its own export: every shape the same, exit 0.
+    let (code, stdout, stderr) = compare(d, &["1", "out", "--db", "t.db"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("compare shapes=2 improved=0 regressed=0 lost=0 same=2 added=0"),
+        "{stdout}"
+    );
+
+    // A new table: the first shape 50 % slower, the second 50 % faster.
+    let old: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("out/tuned.json")).unwrap()).unwrap();
+    let mut new = old.clone();
+    let times: Vec<f64> = winners(&old)
+        .iter()
+        .map(|r| r["time_us"].as_f64().unwrap())
+        .collect();
+    assert_eq!(times.len(), 2, "both shapes have a winner");
+    for (i, factor) in [(0, 1.5), (1, 0.5)] {
+        new.as_array_mut().unwrap()[i]["time_us"] = Value::from(times[i] * factor);
+    }
+    std::fs::create_dir(d.join("new")).unwrap();
+    std::fs::write(d.join("new/tuned.json"), new.to_string()).unwrap();
+
+    let (code, stdout, stderr) = compare(
+        d,
+        &["out", "new/tuned.json", "--update-if-improved", "kept"],
+    );
+    assert_eq!(
+        code,
+        Some(1),
+        "a regression fails the gate:\n{stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains("+50.0%") && stdout.contains("-50.0%"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("compare shapes=2 improved=1 regressed=1 lost=0 same=0 added=0"),
+        "{stdout}"
+    );
+    let kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("kept/tuned.json")).unwrap()).unwrap();
+    let kept_times: Vec<f64> = winners(&kept)
+        .iter()
+        .map(|r| r["time_us"].as_f64().unwrap())
+        .collect();
+    assert_eq!(kept_times, [times[0], times[1] * 0.5], "the better of each");
+    assert!(d.join("kept/tuned.csv").exists());
+
+    // The kept table is not replaced without --force.
+    let (code, _, stderr) = compare(d, &["out", "new", "--update-if-improved", "kept"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("--force"), "{stderr}");
+}
+
+#[test]
+fn something_that_is_no_table_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("junk.json"), "{\"not\": \"a table\"}").unwrap();
+    let (code, _, stderr) = compare(dir.path(), &["junk.json", "missing-dir"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("junk.json") && stderr.contains("not a tuned table"),
+        "{stderr}"
+    );
+}
