@@ -1,6 +1,6 @@
 //! `shoal compare` as a CI job uses it: a tuning compared with its own export changes nothing;
 //! a table with a slower winner fails the gate, and the kept table has each shape's better
-//! winner.
+//! winner. And `shoal export --format t4`: the same tuning as recorded search spaces.
 
 mod common;
 
@@ -88,6 +88,42 @@ fn a_regression_fails_the_gate_and_the_better_winners_are_kept() {
     let (code, _, stderr) = compare(d, &["out", "new", "--update-if-improved", "kept"]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("--force"), "{stderr}");
+
+    // The tuning as T4 spaces: one per shape, every candidate with a verdict, the winner's
+    // time in milliseconds.
+    common::run_ok(common::shoal(d).args([
+        "export",
+        "--db",
+        "t.db",
+        "--session",
+        "1",
+        "--format",
+        "t4",
+        "-o",
+        "t4",
+    ]));
+    let space: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("t4/faulty-1.T4.json")).unwrap())
+            .unwrap();
+    assert_eq!(space["metadata"]["problem"]["N"], 20000);
+    let entries = space["results"].as_array().unwrap();
+    let valid: Vec<f64> = entries
+        .iter()
+        .filter(|e| e["invalidity"] == "correct")
+        .map(|e| e["measurements"][0]["value"].as_f64().unwrap())
+        .collect();
+    let best = valid.iter().copied().fold(f64::MAX, f64::min);
+    assert!(
+        (best * 1000.0 - times[0]).abs() < 1e-6,
+        "{best} ms against {} us",
+        times[0]
+    );
+    for kind in ["compile", "runtime", "correctness"] {
+        assert!(
+            entries.iter().any(|e| e["invalidity"] == kind),
+            "the faulty spec's {kind} failures are in the space"
+        );
+    }
 }
 
 #[test]

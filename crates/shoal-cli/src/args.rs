@@ -117,6 +117,11 @@ pub enum Command {
         /// one network of a session that tuned several.
         #[arg(short = 't', long)]
         tag: Option<String>,
+        /// `t4`: write the session as recorded search spaces in the T4 format instead, one
+        /// `<solver>-<config>.T4.json` per problem (any backend), for search strategies to be
+        /// developed and compared on, here or in KernelTuner.
+        #[arg(long, value_parser = ["table", "t4"], default_value = "table", conflicts_with = "cluster")]
+        format: String,
         /// Cluster mode: ask the cluster's exporter (`shoal worker --role exporter`) to write the
         /// tuned table into the directory on its host, instead of writing it here.
         #[arg(long)]

@@ -51,6 +51,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export {
             session: Some(session),
             out,
+            format,
+            force,
+            ..
+        } if format == "t4" => export_t4(&db, session, &out, force).await,
+        Command::Export {
+            session: Some(session),
+            out,
             find_db,
             perf_db,
             kern_db,
@@ -193,6 +200,34 @@ async fn export(
         "wrote {} and {}",
         summary.csv.display(),
         summary.json.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `export --format t4`: the session's problems as T4 spaces, one file each.
+async fn export_t4(db: &Path, session: i64, out: &Path, force: bool) -> anyhow::Result<ExitCode> {
+    let store = open_store(db).await?;
+    let info = store
+        .session(SessionId(session))
+        .await?
+        .with_context(|| format!("session {session} is not in the store"))?;
+    let results = store.final_results(SessionId(session)).await?;
+    let device = format!("{} ({} units)", info.info.arch, info.info.num_cu);
+    let spaces = shoal_export::t4::spaces(&results, &device);
+    let names: Vec<&str> = spaces.iter().map(|s| s.file_name.as_str()).collect();
+    let dir = shoal_export::files::OutputDir::prepare(out, &names, force)?;
+    let mut entries = 0;
+    for s in &spaces {
+        entries += s.json["results"].as_array().map_or(0, Vec::len);
+        dir.write_bytes(
+            &s.file_name,
+            serde_json::to_string_pretty(&s.json)?.as_bytes(),
+        )?;
+    }
+    println!(
+        "wrote {} T4 spaces ({entries} candidates) into {}",
+        spaces.len(),
+        out.display()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@
 
 pub mod compare;
 pub mod files;
+pub mod t4;
 
 use std::collections::BTreeMap;
 use std::io::Write;
