@@ -27,6 +27,19 @@ pub fn worker(name: &str, args: &[&str]) -> WorkerSpec {
     }
 }
 
+/// Runs a bench's `work` until it ends or Ctrl-C / SIGTERM comes (which a terminal also sends
+/// the workers, in the same process group); either way the caller then removes the cluster
+/// ([`BenchCluster::stop`]), so that an interrupted run leaves no database, queue or namespace.
+pub async fn until_interrupted<T>(
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let mut stop = crate::signals::install()?;
+    tokio::select! {
+        r = work => r,
+        _ = stop.triggered() => Err(anyhow::anyhow!("interrupted: the bench's cluster is removed")),
+    }
+}
+
 pub struct BenchCluster {
     pub store: Arc<dyn Store>,
     server: String,

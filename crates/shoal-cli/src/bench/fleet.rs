@@ -308,7 +308,7 @@ async fn run_cluster(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures>
         let session = load(store, args, times).await?;
         finish(store, args, session, clock).await
     };
-    let figures = run.await;
+    let figures = super::cluster::until_interrupted(run).await;
     cluster.stop().await;
     figures
 }

@@ -172,7 +172,6 @@ pub async fn wait_done(store: &dyn Store, session: SessionId, total: u64) -> any
 
 pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
     let start;
-    let session;
     let evaluated;
     match args.mode {
         Mode::Embedded => {
@@ -181,7 +180,7 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
             store.migrate().await?;
             let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
             start = Instant::now();
-            session = load_noop(&*store, &args, &cpu.arch, cpu.num_cu).await?;
+            let session = load_noop(&*store, &args, &cpu.arch, cpu.num_cu).await?;
             let running = embedded::start(
                 store.clone(),
                 MemoryBus::new(Namespace::new("bench").expect("valid")),
@@ -224,9 +223,13 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
             // The eval worker times on its CPU: the session targets it.
             let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
             start = Instant::now();
-            session = load_noop(&*store, &args, &cpu.arch, cpu.num_cu).await?;
-            evaluated = wait_done(&*store, session, args.jobs).await?;
+            let run = cluster::until_interrupted(async {
+                let session = load_noop(&*store, &args, &cpu.arch, cpu.num_cu).await?;
+                wait_done(&*store, session, args.jobs).await
+            })
+            .await;
             cluster.stop().await;
+            evaluated = run?;
         }
     }
     let secs = start.elapsed().as_secs_f64();
