@@ -154,6 +154,7 @@ mod tests {
             outcome,
             worker: None,
             device: None,
+            eval_step: shoal_model::Step::CommandRun,
         }
     }
 

@@ -170,4 +170,6 @@ pub struct FinalResult {
     /// The worker and the device that produced `outcome`, when there is one.
     pub worker: Option<String>,
     pub device: Option<String>,
+    /// The job's eval step (a MIOpen session has perf and find jobs).
+    pub eval_step: crate::Step,
 }

@@ -288,7 +288,16 @@ pub async fn final_results_use_final_attempt(store: &dyn Store) {
         Some(measured(&w, retried, 3, 5.0).outcome),
         "final attempt only"
     );
+    assert_eq!(
+        (fr[0].worker.as_deref(), fr[0].device.as_deref()),
+        (Some("host-a/gpu0"), Some("NVIDIA H100")),
+        "who measured the final attempt"
+    );
+    assert!(fr
+        .iter()
+        .all(|r| r.eval_step == shoal_model::Step::CommandRun));
     assert_eq!((fr[1].state, fr[1].outcome.clone()), (New, None));
+    assert_eq!((fr[1].worker.clone(), fr[1].device.clone()), (None, None));
     assert_eq!(fr[2].state, Errored);
     assert_eq!(
         fr[2].outcome,

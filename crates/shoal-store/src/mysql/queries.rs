@@ -257,7 +257,8 @@ pub const RESULTS: &str = "SELECT job_id, session_id, attempt, worker, device, c
 /// all of them.
 pub const FINAL_RESULTS: &str = "SELECT STRAIGHT_JOIN j.id, j.config_id, c.params, s.name, \
      j.compile_params, j.run_params, j.state, j.failure_kind, j.last_error, \
-     r.status, r.time_us, r.samples, r.workspace, r.detail, r.worker, r.device \
+     r.status, r.time_us, r.samples, r.workspace, r.detail, r.worker, r.device, \
+     j.eval_step \
      FROM job j FORCE INDEX (job_by_session) \
      JOIN config c ON c.id = j.config_id \
      JOIN solver s ON s.id = j.solver_id \

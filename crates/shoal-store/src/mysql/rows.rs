@@ -190,6 +190,7 @@ pub(crate) fn final_result(mut row: Row) -> Result<FinalResult> {
         outcome: outcome(r, 9)?,
         worker: get(r, 14)?,
         device: get(r, 15)?,
+        eval_step: get::<String>(r, 16)?.parse().map_err(|e| bad(r, 16, e))?,
     })
 }
 

@@ -128,7 +128,8 @@ pub(crate) const RESULTS: &str = "SELECT job_id, session_id, attempt, worker, de
 /// Hot: exports and reports. The result of a job is the row of its final attempt.
 pub(crate) const FINAL_RESULTS: &str = "SELECT j.id, j.config_id, c.params, s.name, \
      j.compile_params, j.run_params, j.state, j.failure_kind, j.last_error, \
-     r.status, r.time_us, r.samples, r.workspace, r.detail, r.worker, r.device \
+     r.status, r.time_us, r.samples, r.workspace, r.detail, r.worker, r.device, \
+     j.eval_step \
      FROM job j \
      JOIN config c ON c.id = j.config_id \
      JOIN solver s ON s.id = j.solver_id \

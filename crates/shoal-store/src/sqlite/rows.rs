@@ -146,6 +146,7 @@ pub(crate) fn final_result(row: &Row<'_>) -> rusqlite::Result<FinalResult> {
         outcome: outcome(row, 9)?,
         worker: row.get(14)?,
         device: row.get(15)?,
+        eval_step: text_as(row, 16)?,
     })
 }
 
