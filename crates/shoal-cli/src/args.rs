@@ -310,6 +310,10 @@ pub enum BenchCommand {
     /// each evaluation a sleep of a fixed or recorded time, and one line of figures: `fleet …
     /// busy_pct=<mean>/<worst> jobs_per_s=<R> scheduler_cpu_pct=<P> secs=<S>`.
     Fleet(crate::bench::fleet::FleetArgs),
+    /// Shoal's search strategies on recorded spaces in the T4 format, offline: per strategy and
+    /// budget, the median best-found over the optimum over `--reps` seeds, and the share of
+    /// runs within 2 % of it.
+    Search(crate::bench::search::SearchArgs),
     /// Publish what an attacker with broker access but without the signing key would send
     /// (garbage, a length bomb, forged replies and orders about real jobs) to the cluster
     /// named by the environment, and print `hostile published=<n> …`. The cluster must

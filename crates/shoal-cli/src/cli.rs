@@ -114,6 +114,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             command: BenchCommand::Fleet(args),
         } => crate::bench::fleet::fleet(args).await,
         Command::Bench {
+            command: BenchCommand::Search(args),
+        } => crate::bench::search::search(args),
+        Command::Bench {
             command: BenchCommand::Hostile(args),
         } => crate::hostile::hostile(args).await,
     }

@@ -27,6 +27,7 @@ use cluster::{worker, BenchCluster};
 mod cluster;
 pub mod fleet;
 mod netns;
+pub mod search;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {

@@ -1,0 +1,214 @@
+//! `shoal bench search`: Shoal's search strategies (`shoal_model::search`) on recorded spaces in
+//! the T4 format, offline: each run proposes batches (as free slots would ask), is answered
+//! with the recorded time or failure of each candidate, and stops at the budget. For each
+//! strategy, over `--reps` seeds, it prints the median best-found over the optimum with p10 and
+//! p90, the share of runs within 2 % of the optimum, and the wall time; the last line per space
+//! and budget names the best strategy:
+//! `search space=<file> budget=<b> shoal=<strategy>:<median ratio>:<share within 2%>`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use shoal_model::search::{strategy, Space, STRATEGIES};
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// A recorded space in the T4 format (`.json` or `.json.gz`); repeatable.
+    #[arg(long, required = true)]
+    pub space: Vec<PathBuf>,
+    /// Evaluations allowed: a count, or a share of the space such as `5%`; repeatable.
+    #[arg(long, default_value = "5%")]
+    pub budget: Vec<String>,
+    /// Seeds per strategy.
+    #[arg(long, default_value_t = 10)]
+    pub reps: u64,
+    /// Candidates asked for at a time (free compile and eval slots).
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+}
+
+/// A recorded space: the strategies' view, and each candidate's recorded time (`None`: failed).
+struct Recorded {
+    space: Space,
+    times: Vec<Option<f64>>,
+}
+
+pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
+    for path in &args.space {
+        let recorded = read(path)?;
+        let name = path.file_name().map_or("?".into(), |n| n.to_string_lossy());
+        let optimum = recorded
+            .times
+            .iter()
+            .flatten()
+            .copied()
+            .fold(f64::MAX, f64::min);
+        eprintln!(
+            "search: {name}: {} candidates, {} valid, optimum {optimum:.4}",
+            recorded.times.len(),
+            recorded.times.iter().flatten().count()
+        );
+        for budget in &args.budget {
+            let n = evaluations(budget, recorded.times.len())?;
+            let mut best: Option<(String, f64, f64)> = None;
+            for name_s in STRATEGIES {
+                let clock = Instant::now();
+                let mut ratios: Vec<f64> = (1..=args.reps)
+                    .map(|seed| run(&recorded, name_s, seed, n, args.batch) / optimum)
+                    .collect();
+                let secs = clock.elapsed().as_secs_f64();
+                ratios.sort_by(f64::total_cmp);
+                let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
+                let within =
+                    ratios.iter().filter(|r| **r <= 1.02).count() as f64 / ratios.len() as f64;
+                println!(
+                    "search-run space={name} budget={budget} evaluations={n} strategy={name_s} median={:.4} p10={:.4} p90={:.4} within_2pct={:.2} secs={secs:.3}",
+                    q(0.5),
+                    q(0.1),
+                    q(0.9),
+                    within
+                );
+                if best.as_ref().is_none_or(|b| q(0.5) < b.1) {
+                    best = Some((name_s.to_string(), q(0.5), within));
+                }
+            }
+            let (s, median, within) = best.expect("strategies");
+            println!("search space={name} budget={budget} shoal={s}:{median:.4}:{within:.2}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The best time one search finds within `budget` evaluations.
+fn run(recorded: &Recorded, name: &str, seed: u64, budget: usize, batch: usize) -> f64 {
+    let mut s = strategy(name, &recorded.space, seed).expect("known strategy");
+    let (mut used, mut best) = (0, f64::MAX);
+    while used < budget {
+        let proposed = s.propose(batch.min(budget - used));
+        if proposed.is_empty() {
+            break;
+        }
+        for c in proposed {
+            let t = recorded.times[c];
+            best = best.min(t.unwrap_or(f64::MAX));
+            s.observe(c, t);
+            used += 1;
+        }
+    }
+    best
+}
+
+/// `200` or `5%` of `size`, at least 1.
+fn evaluations(budget: &str, size: usize) -> anyhow::Result<usize> {
+    let n = match budget.strip_suffix('%') {
+        Some(p) => {
+            let p: f64 = p
+                .trim()
+                .parse()
+                .with_context(|| format!("budget `{budget}`"))?;
+            anyhow::ensure!(
+                p > 0.0 && p <= 100.0,
+                "budget `{budget}`: a share in (0, 100]"
+            );
+            (size as f64 * p / 100.0).round() as usize
+        }
+        None => budget
+            .parse()
+            .with_context(|| format!("budget `{budget}`: a count or a share such as 5%"))?,
+    };
+    Ok(n.max(1))
+}
+
+/// Reads a T4 space: each parameter's values (numbers in numeric order), every configuration as
+/// a candidate, its time from the `time` measurement (else its runtimes' mean), failures `None`.
+fn read(path: &Path) -> anyhow::Result<Recorded> {
+    let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+    let reader: Box<dyn std::io::Read> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(flate2::read::GzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let json: serde_json::Value = serde_json::from_reader(std::io::BufReader::new(reader))
+        .with_context(|| format!("{}: not JSON", path.display()))?;
+    let results = json["results"]
+        .as_array()
+        .with_context(|| format!("{}: no `results` array (T4 format)", path.display()))?;
+    let names: Vec<String> = results
+        .first()
+        .and_then(|r| r["configuration"].as_object())
+        .with_context(|| format!("{}: no configuration", path.display()))?
+        .keys()
+        .cloned()
+        .collect();
+    let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+    let mut values: Vec<Vec<String>> = vec![Vec::new(); names.len()];
+    for r in results {
+        for (k, n) in names.iter().enumerate() {
+            let v = text(&r["configuration"][n]);
+            if !values[k].contains(&v) {
+                values[k].push(v);
+            }
+        }
+    }
+    for vs in &mut values {
+        vs.sort_by(|a, b| match (a.parse::<f64>(), b.parse::<f64>()) {
+            (Ok(x), Ok(y)) => x.total_cmp(&y),
+            _ => a.cmp(b),
+        });
+    }
+    let mut space = Space {
+        sizes: values.iter().map(Vec::len).collect(),
+        candidates: Vec::with_capacity(results.len()),
+    };
+    let mut times = Vec::with_capacity(results.len());
+    for r in results {
+        let genes = names
+            .iter()
+            .zip(&values)
+            .map(|(n, vs)| {
+                let v = text(&r["configuration"][n]);
+                vs.iter().position(|x| *x == v).unwrap_or(0) as u16
+            })
+            .collect();
+        space.candidates.push(genes);
+        let valid = r["invalidity"].as_str() == Some("correct");
+        let measured = r["measurements"]
+            .as_array()
+            .and_then(|ms| ms.iter().find(|m| m["name"] == "time"))
+            .and_then(|m| m["value"].as_f64());
+        let runs: Vec<f64> = r["times"]["runtimes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t.as_f64()).collect())
+            .unwrap_or_default();
+        let mean = (!runs.is_empty()).then(|| runs.iter().sum::<f64>() / runs.len() as f64);
+        times.push(
+            valid
+                .then_some(measured.or(mean))
+                .flatten()
+                .filter(|t| *t > 0.0),
+        );
+    }
+    anyhow::ensure!(
+        times.iter().any(Option::is_some),
+        "{}: no valid configuration",
+        path.display()
+    );
+    Ok(Recorded { space, times })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_are_counts_or_shares() {
+        assert_eq!(evaluations("5%", 4362).unwrap(), 218);
+        assert_eq!(evaluations("200", 4362).unwrap(), 200);
+        assert_eq!(evaluations("0.001%", 100).unwrap(), 1);
+        assert!(evaluations("150%", 10).is_err());
+        assert!(evaluations("many", 10).is_err());
+    }
+}
