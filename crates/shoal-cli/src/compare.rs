@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use shoal_actors::backends::SessionBackends;
 use shoal_export::compare::{self, ShapeChange, Verdict};
-use shoal_export::{TableContext, TunedRow};
+use shoal_export::{Align, TableContext, TunedRow};
 use shoal_model::SessionId;
 
 #[derive(Debug, Args)]
@@ -128,7 +128,7 @@ fn render(changes: &[ShapeChange]) -> String {
             .and_then(|r| r.best.as_ref())
             .map_or("-".to_string(), |b| b.key())
     };
-    let mut lines = vec![[
+    let mut lines: Vec<Vec<String>> = vec![[
         "shape",
         "solver",
         "old (us)",
@@ -139,12 +139,13 @@ fn render(changes: &[ShapeChange]) -> String {
         "old winner",
         "new winner",
     ]
-    .map(String::from)];
+    .map(String::from)
+    .to_vec()];
     for c in changes {
         let row = c.row();
         let new_winner = winner(&c.new);
         let same_winner = new_winner == winner(&c.old);
-        lines.push([
+        lines.push(vec![
             row.shape.key(),
             row.solver.clone(),
             time(&c.old),
@@ -157,18 +158,5 @@ fn render(changes: &[ShapeChange]) -> String {
             if same_winner { "=".into() } else { new_winner },
         ]);
     }
-    let widths: Vec<usize> = (0..lines[0].len())
-        .map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for l in &lines {
-        let cells: Vec<String> = l
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    shoal_export::text_columns(&lines, Align::Left, false)
 }

@@ -257,7 +257,23 @@ pub fn render_table(ctx: &TableContext<'_>, rows: &[TunedRow]) -> String {
         });
         lines.push(l);
     }
-    let widths: Vec<usize> = (0..lines[0].len())
+    text_columns(&lines, Align::Right, true)
+}
+
+/// How [`text_columns`] pads a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+/// Lines of cells as text columns, each as wide as its widest cell, two spaces apart; the first
+/// line is the header, underlined when `header_rule`.
+pub fn text_columns(lines: &[Vec<String>], align: Align, header_rule: bool) -> String {
+    let Some(header) = lines.first() else {
+        return String::new();
+    };
+    let widths: Vec<usize> = (0..header.len())
         .map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -265,11 +281,14 @@ pub fn render_table(ctx: &TableContext<'_>, rows: &[TunedRow]) -> String {
         let cells: Vec<String> = l
             .iter()
             .zip(&widths)
-            .map(|(c, w)| format!("{c:>w$}"))
+            .map(|(c, w)| match align {
+                Align::Left => format!("{c:<w$}"),
+                Align::Right => format!("{c:>w$}"),
+            })
             .collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
-        if n == 0 {
+        if n == 0 && header_rule {
             out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
             out.push('\n');
         }

@@ -155,35 +155,43 @@ async fn ack(d: Delivery) {
     d.ack().await.expect("ack");
 }
 
-/// Waits until the queue's depth is `want` (a broker's count may lag a little).
-async fn wait_depth(bus: &dyn Bus, q: &str, want: u64) {
+/// Waits until `probe` reads `want` (a broker's counts may lag a little: a cancel, say, is
+/// processed after the consumer is gone here); panics with `what` past [`ARRIVES_WITHIN`].
+async fn wait_for<T, F, Fut>(what: &str, want: T, mut probe: F)
+where
+    T: PartialEq + std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let deadline = Instant::now() + ARRIVES_WITHIN;
     loop {
-        let depth = bus.queue_depth(q).await.expect("queue_depth");
-        if depth == want {
+        let got = probe().await;
+        if got == want {
             return;
         }
         if Instant::now() >= deadline {
-            panic!("queue {q}: depth {depth}, expected {want}");
+            panic!("{what}: {got:?}, expected {want:?}");
         }
         sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// Waits until the queue has `want` consumers (a broker's count may lag a little: a cancel is
-/// processed after the consumer is gone here).
+/// Waits until the queue's depth is `want`.
+async fn wait_depth(bus: &dyn Bus, q: &str, want: u64) {
+    let what = format!("depth of queue {q}");
+    wait_for(&what, want, || async {
+        bus.queue_depth(q).await.expect("queue_depth")
+    })
+    .await
+}
+
+/// Waits until the queue has `want` consumers.
 async fn wait_consumers(bus: &dyn Bus, q: &str, want: u32) {
-    let deadline = Instant::now() + ARRIVES_WITHIN;
-    loop {
-        let n = bus.consumer_count(q).await.expect("consumer_count");
-        if n == want {
-            return;
-        }
-        if Instant::now() >= deadline {
-            panic!("queue {q}: {n} consumers, expected {want}");
-        }
-        sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("consumers of queue {q}");
+    wait_for(&what, want, || async {
+        bus.consumer_count(q).await.expect("consumer_count")
+    })
+    .await
 }
 
 /// A small deterministic random number generator (xorshift64*).

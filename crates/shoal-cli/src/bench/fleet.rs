@@ -27,16 +27,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use shoal_actors::backends::SessionBackends;
-use shoal_actors::embedded::{self, EmbeddedOptions};
 use shoal_actors::scheduler::shape::ShapeConfig;
 use shoal_actors::scheduler::SchedulerConfig;
 use shoal_backend::noop::{BUILD_SLEEP_MS, EVAL_SLEEP_US};
-use shoal_bus::{Bus, MemoryBus};
+use shoal_bus::Bus;
 use shoal_gpu::SIMULATED_ARCH;
-use shoal_model::queue::Namespace;
 use shoal_model::{Outcome, Params, SessionId, Step};
-use shoal_store::{SqliteStore, Store};
+use shoal_store::Store;
 
 use super::cluster::{worker, BenchCluster};
 use super::Mode;
@@ -157,34 +154,21 @@ async fn eval_times(args: &FleetArgs) -> anyhow::Result<Vec<u64>> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| (f64::from(args.devices) * args.secs * 1e6 / mean).ceil() as u64);
-    let mut rng = XorShift(args.seed.max(1));
+    let mut rng = shoal_model::search::Rng::new(args.seed);
     Ok((0..jobs.max(1))
-        .map(|_| pool[(rng.next() % pool.len() as u64) as usize])
+        .map(|_| pool[rng.below(pool.len())])
         .collect())
 }
 
 /// The evaluation time of every valid configuration of a T4 space: its runtimes summed (the
 /// timed runs of one candidate), in microseconds.
 fn space_times(path: &std::path::Path) -> anyhow::Result<Vec<u64>> {
-    let file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
-    let reader: Box<dyn std::io::Read> = if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(flate2::read::GzDecoder::new(file))
-    } else {
-        Box::new(file)
-    };
-    let space: serde_json::Value = serde_json::from_reader(std::io::BufReader::new(reader))
-        .with_context(|| format!("{}: not JSON", path.display()))?;
-    let results = space["results"]
-        .as_array()
-        .with_context(|| format!("{}: no `results` array (T4 format)", path.display()))?;
-    let times: Vec<u64> = results
+    let times: Vec<u64> = super::t4::read(path)?
+        .entries
         .iter()
-        .filter(|r| r["invalidity"].as_str() == Some("correct"))
-        .filter_map(|r| {
-            let runs = r["times"]["runtimes"].as_array()?;
-            let ms: f64 = runs.iter().filter_map(|t| t.as_f64()).sum();
-            (ms > 0.0).then(|| (ms * 1000.0).round() as u64)
-        })
+        .filter(|e| e.valid)
+        .map(|e| (e.runtimes_ms.iter().sum::<f64>() * 1000.0).round() as u64)
+        .filter(|us| *us > 0)
         .collect();
     anyhow::ensure!(
         !times.is_empty(),
@@ -218,18 +202,6 @@ async fn session_times(db: &std::path::Path, session: SessionId) -> anyhow::Resu
         db.display()
     );
     Ok(times)
-}
-
-/// A small deterministic generator (xorshift64*): the same seed draws the same jobs.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
 }
 
 /// The jobs: `jobs_per_build` in a row share a build that sleeps `--build-ms`.
@@ -339,36 +311,28 @@ async fn wait_consumers(cluster: &BenchCluster, devices: u32) -> anyhow::Result<
 }
 
 async fn run_embedded(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures> {
-    let dir = tempfile::tempdir()?;
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("fleet.db"))?);
-    store.migrate().await?;
+    let (dir, store) = super::embedded_store().await?;
     // The embedded mode serves one session, loaded before it starts.
     let session = load(&*store, args, times).await?;
     let own = std::process::id();
     let clock = Clock::start(move || cpu_secs(own));
-    let running = embedded::start(
-        store.clone(),
-        MemoryBus::new(Namespace::new("fleet").expect("valid")),
-        SessionBackends::new(crate::host::fin_path(None)),
-        EmbeddedOptions {
-            session,
-            host: crate::run::hostname(),
-            work_dir: PathBuf::from(dir.path()),
-            compile_slots: Some(args.compile_slots),
-            monitor_interval: Duration::from_secs(5),
-            devices: shoal_gpu::simulated(args.devices),
-            runner_program: crate::host::runner_program(),
-            // The compile bound counts jobs: two builds per slot, as its default means, when
-            // `--jobs-per-build` jobs share each build.
-            scheduler: SchedulerConfig {
-                max_compile_in_flight: 2 * args.compile_slots as u64 * args.jobs_per_build.max(1),
-                eval: ShapeConfig {
-                    fixed_batch: args.eval_batch,
-                    ..ShapeConfig::default()
-                },
-                ..SchedulerConfig::default()
-            },
+    // The compile bound counts jobs: two builds per slot, as its default means, when
+    // `--jobs-per-build` jobs share each build.
+    let scheduler = SchedulerConfig {
+        max_compile_in_flight: 2 * args.compile_slots as u64 * args.jobs_per_build.max(1),
+        eval: ShapeConfig {
+            fixed_batch: args.eval_batch,
+            ..ShapeConfig::default()
         },
+        ..SchedulerConfig::default()
+    };
+    let devices = shoal_gpu::simulated(args.devices);
+    let running = super::start_embedded(
+        &store,
+        dir.path(),
+        session,
+        (devices, Some(args.compile_slots)),
+        scheduler,
     )
     .await?;
     let figures = finish(&*store, args, session, clock).await;

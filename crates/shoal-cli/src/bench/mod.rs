@@ -28,6 +28,7 @@ mod cluster;
 pub mod fleet;
 mod netns;
 pub mod search;
+mod t4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -176,26 +177,16 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
     let evaluated;
     match args.mode {
         Mode::Embedded => {
-            let dir = tempfile::tempdir()?;
-            let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("bench.db"))?);
-            store.migrate().await?;
+            let (dir, store) = embedded_store().await?;
             let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
             start = Instant::now();
             let session = load_noop(&*store, &args, &cpu.arch, cpu.num_cu).await?;
-            let running = embedded::start(
-                store.clone(),
-                MemoryBus::new(Namespace::new("bench").expect("valid")),
-                SessionBackends::new(crate::host::fin_path(None)),
-                EmbeddedOptions {
-                    session,
-                    host: crate::run::hostname(),
-                    work_dir: PathBuf::from(dir.path()),
-                    compile_slots: None,
-                    monitor_interval: Duration::from_secs(5),
-                    devices: crate::host::devices(),
-                    runner_program: crate::host::runner_program(),
-                    scheduler: bench_scheduler(&args),
-                },
+            let running = start_embedded(
+                &store,
+                dir.path(),
+                session,
+                (crate::host::devices(), None),
+                bench_scheduler(&args),
             )
             .await?;
             evaluated = wait_done(&*store, session, args.jobs).await?;
@@ -247,6 +238,41 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
         args.jobs as f64 / secs
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A fresh SQLite store in a temporary directory, for an embedded bench run.
+pub async fn embedded_store() -> anyhow::Result<(tempfile::TempDir, Arc<dyn Store>)> {
+    let dir = tempfile::tempdir()?;
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("bench.db"))?);
+    store.migrate().await?;
+    Ok((dir, store))
+}
+
+/// Every actor of `session` in this process, on the in-process bus, evaluating on `devices`
+/// with `compile_slots` builds at once (default: one per core).
+pub async fn start_embedded(
+    store: &Arc<dyn Store>,
+    work_dir: &std::path::Path,
+    session: SessionId,
+    (devices, compile_slots): (Vec<shoal_gpu::Device>, Option<usize>),
+    scheduler: SchedulerConfig,
+) -> anyhow::Result<embedded::Embedded> {
+    Ok(embedded::start(
+        store.clone(),
+        MemoryBus::new(Namespace::new("bench").expect("valid")),
+        SessionBackends::new(crate::host::fin_path(None)),
+        EmbeddedOptions {
+            session,
+            host: crate::run::hostname(),
+            work_dir: PathBuf::from(work_dir),
+            compile_slots,
+            monitor_interval: Duration::from_secs(5),
+            devices,
+            runner_program: crate::host::runner_program(),
+            scheduler,
+        },
+    )
+    .await?)
 }
 
 /// Limits sized for throughput: deep queues, big batches.

@@ -122,34 +122,15 @@ fn evaluations(budget: &str, size: usize) -> anyhow::Result<usize> {
     Ok(n.max(1))
 }
 
-/// Reads a T4 space: each parameter's values (numbers in numeric order), every configuration as
-/// a candidate, its time from the `time` measurement (else its runtimes' mean), failures `None`.
+/// A T4 space as the strategies see it: each parameter's values (numbers in numeric order),
+/// every configuration a candidate, with its recorded time (`None`: failed).
 fn read(path: &Path) -> anyhow::Result<Recorded> {
-    let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
-    let reader: Box<dyn std::io::Read> = if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(flate2::read::GzDecoder::new(file))
-    } else {
-        Box::new(file)
-    };
-    let json: serde_json::Value = serde_json::from_reader(std::io::BufReader::new(reader))
-        .with_context(|| format!("{}: not JSON", path.display()))?;
-    let results = json["results"]
-        .as_array()
-        .with_context(|| format!("{}: no `results` array (T4 format)", path.display()))?;
-    let names: Vec<String> = results
-        .first()
-        .and_then(|r| r["configuration"].as_object())
-        .with_context(|| format!("{}: no configuration", path.display()))?
-        .keys()
-        .cloned()
-        .collect();
-    let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
-    let mut values: Vec<Vec<String>> = vec![Vec::new(); names.len()];
-    for r in results {
-        for (k, n) in names.iter().enumerate() {
-            let v = text(&r["configuration"][n]);
-            if !values[k].contains(&v) {
-                values[k].push(v);
+    let t4 = super::t4::read(path)?;
+    let mut values: Vec<Vec<String>> = vec![Vec::new(); t4.names.len()];
+    for e in &t4.entries {
+        for (vs, v) in values.iter_mut().zip(&e.values) {
+            if !vs.contains(v) {
+                vs.push(v.clone());
             }
         }
     }
@@ -159,44 +140,30 @@ fn read(path: &Path) -> anyhow::Result<Recorded> {
             _ => a.cmp(b),
         });
     }
-    let mut space = Space {
-        sizes: values.iter().map(Vec::len).collect(),
-        candidates: Vec::with_capacity(results.len()),
-    };
-    let mut times = Vec::with_capacity(results.len());
-    for r in results {
-        let genes = names
-            .iter()
-            .zip(&values)
-            .map(|(n, vs)| {
-                let v = text(&r["configuration"][n]);
-                vs.iter().position(|x| *x == v).unwrap_or(0) as u16
-            })
-            .collect();
-        space.candidates.push(genes);
-        let valid = r["invalidity"].as_str() == Some("correct");
-        let measured = r["measurements"]
-            .as_array()
-            .and_then(|ms| ms.iter().find(|m| m["name"] == "time"))
-            .and_then(|m| m["value"].as_f64());
-        let runs: Vec<f64> = r["times"]["runtimes"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|t| t.as_f64()).collect())
-            .unwrap_or_default();
-        let mean = (!runs.is_empty()).then(|| runs.iter().sum::<f64>() / runs.len() as f64);
-        times.push(
-            valid
-                .then_some(measured.or(mean))
-                .flatten()
-                .filter(|t| *t > 0.0),
-        );
-    }
+    let candidates = t4
+        .entries
+        .iter()
+        .map(|e| {
+            e.values
+                .iter()
+                .zip(&values)
+                .map(|(v, vs)| vs.iter().position(|x| x == v).unwrap_or(0) as u16)
+                .collect()
+        })
+        .collect();
+    let times: Vec<Option<f64>> = t4.entries.iter().map(|e| e.time_ms).collect();
     anyhow::ensure!(
         times.iter().any(Option::is_some),
         "{}: no valid configuration",
         path.display()
     );
-    Ok(Recorded { space, times })
+    Ok(Recorded {
+        space: Space {
+            sizes: values.iter().map(Vec::len).collect(),
+            candidates,
+        },
+        times,
+    })
 }
 
 #[cfg(test)]
