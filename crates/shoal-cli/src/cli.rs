@@ -138,22 +138,11 @@ async fn migrate(db: &Path) -> anyhow::Result<ExitCode> {
 /// `--export-dir`. The directory is checked here first with the exporter's own rule, so that a bad
 /// `-o` is told to the user instead of only logged on the exporter's host.
 async fn request_export(session: i64, out: &Path) -> anyhow::Result<ExitCode> {
-    let settings = crate::connect::Settings::load(None)?;
-    let url = settings
-        .broker
-        .clone()
-        .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
     if let Err(e) = shoal_actors::exporter::export_dir_under(Path::new("."), &out.to_string_lossy())
     {
         anyhow::bail!("-o: {e}");
     }
-    let bus = crate::connect::open_bus_url(
-        &settings.broker_from,
-        &url,
-        settings.namespace()?,
-        Duration::ZERO,
-    )
-    .await?;
+    let bus = crate::connect::bus_from_env().await?;
     let msg = shoal_model::Message::Control(shoal_model::message::Control::Export {
         session: SessionId(session),
         out_dir: out.display().to_string(),
@@ -274,18 +263,7 @@ async fn control(cmd: ControlCommand) -> anyhow::Result<ExitCode> {
             },
         ),
     };
-    let settings = crate::connect::Settings::load(None)?;
-    let url = settings
-        .broker
-        .clone()
-        .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
-    let bus = crate::connect::open_bus_url(
-        &settings.broker_from,
-        &url,
-        settings.namespace()?,
-        Duration::ZERO,
-    )
-    .await?;
+    let bus = crate::connect::bus_from_env().await?;
     let key = ControlTarget::of(&host, actor).routing_key();
     bus.publish_topic(
         &bus.namespace().control_topic(),

@@ -245,6 +245,23 @@ pub async fn store_from_env() -> anyhow::Result<Arc<dyn Store>> {
     Ok(store)
 }
 
+/// The cluster bus from the settings, for commands that talk to a running cluster (`export
+/// --cluster`, `control`): no waiting for a broker that is down, the user is told at once.
+pub async fn bus_from_env() -> anyhow::Result<Arc<dyn Bus>> {
+    let settings = Settings::load(None)?;
+    let url = settings
+        .broker
+        .clone()
+        .context("no broker: set SHOAL_BROKER or `broker` in the config file")?;
+    open_bus_url(
+        &settings.broker_from,
+        &url,
+        settings.namespace()?,
+        Duration::ZERO,
+    )
+    .await
+}
+
 /// The deployment's message codec, from the key file named by `SHOAL_HMAC_KEY_FILE`. Every
 /// process of a cluster needs the same key: messages it cannot verify are dead-lettered.
 pub fn cluster_codec() -> anyhow::Result<shoal_model::envelope::Codec> {
