@@ -10,7 +10,15 @@
 //! indexes, one per parameter; a strategy proposes only those, by their position in
 //! [`Space::candidates`].
 
-use std::collections::{HashMap, HashSet};
+mod forest;
+mod genetic;
+mod random;
+
+use std::collections::HashMap;
+
+pub use forest::Forest;
+pub use genetic::Genetic;
+pub use random::Random;
 
 /// The candidates a strategy chooses from.
 #[derive(Clone, Debug, Default)]
@@ -42,13 +50,14 @@ pub trait Strategy {
 }
 
 /// The strategies by name, for specs and benchmarks.
-pub const STRATEGIES: [&str; 2] = ["random", "genetic"];
+pub const STRATEGIES: [&str; 3] = ["random", "genetic", "forest"];
 
 /// A strategy by name over `space`, seeded.
 pub fn strategy(name: &str, space: &Space, seed: u64) -> Option<Box<dyn Strategy>> {
     match name {
         "random" => Some(Box::new(Random::new(space, seed))),
         "genetic" => Some(Box::new(Genetic::new(space, seed))),
+        "forest" => Some(Box::new(Forest::new(space, seed))),
         _ => None,
     }
 }
@@ -76,141 +85,10 @@ impl Rng {
     }
 }
 
-/// Candidates in a random order: the baseline every other strategy must beat.
-pub struct Random {
-    order: Vec<usize>,
-    next: usize,
-}
-
-impl Random {
-    pub fn new(space: &Space, seed: u64) -> Self {
-        let mut order: Vec<usize> = (0..space.candidates.len()).collect();
-        let mut rng = Rng::new(seed);
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
-        Random { order, next: 0 }
-    }
-}
-
-impl Strategy for Random {
-    fn propose(&mut self, n: usize) -> Vec<usize> {
-        let end = (self.next + n).min(self.order.len());
-        let out = self.order[self.next..end].to_vec();
-        self.next = end;
-        out
-    }
-
-    fn observe(&mut self, _: usize, _: Option<f64>) {}
-}
-
-/// A genetic search over the parameters: random candidates until a population has been
-/// measured, then children of good parents — tournament selection among the measured,
-/// uniform crossover, and a mutation of one parameter (more when the child is taken already) —
-/// each child a valid candidate not proposed before, else a random one.
-pub struct Genetic {
-    space: Space,
-    index: HashMap<Vec<u16>, usize>,
-    rng: Rng,
-    proposed: HashSet<usize>,
-    /// Random candidates not proposed yet, in order (the fallback).
-    random: Random,
-    /// Measured candidates and their times, failures left out.
-    measured: Vec<(usize, f64)>,
-    /// Candidates measured before children are bred.
-    population: usize,
-}
-
-impl Genetic {
-    pub fn new(space: &Space, seed: u64) -> Self {
-        Genetic {
-            space: space.clone(),
-            index: space.index(),
-            rng: Rng::new(seed ^ 0x5EED),
-            proposed: HashSet::new(),
-            random: Random::new(space, seed),
-            measured: Vec::new(),
-            population: 20,
-        }
-    }
-
-    /// The better of two measured candidates drawn at random.
-    fn tournament(&mut self) -> usize {
-        let a = self.measured[self.rng.below(self.measured.len())];
-        let b = self.measured[self.rng.below(self.measured.len())];
-        if a.1 <= b.1 {
-            a.0
-        } else {
-            b.0
-        }
-    }
-
-    /// A child of two good parents, valid and new, if one is found in a few tries.
-    fn child(&mut self) -> Option<usize> {
-        let (p, q) = (self.tournament(), self.tournament());
-        for tries in 0..32 {
-            let (a, b) = (&self.space.candidates[p], &self.space.candidates[q]);
-            let mut genes: Vec<u16> = a
-                .iter()
-                .zip(b)
-                .map(|(x, y)| if self.rng.below(2) == 0 { *x } else { *y })
-                .collect();
-            // One mutation, more as tries fail (the neighbourhood is taken).
-            for _ in 0..=(tries / 8) {
-                let k = self.rng.below(genes.len().max(1));
-                if let Some(size) = self.space.sizes.get(k) {
-                    genes[k] = self.rng.below(*size) as u16;
-                }
-            }
-            if let Some(&c) = self.index.get(&genes) {
-                if !self.proposed.contains(&c) {
-                    return Some(c);
-                }
-            }
-        }
-        None
-    }
-
-    fn random_unproposed(&mut self) -> Option<usize> {
-        loop {
-            let c = *self.random.propose(1).first()?;
-            if !self.proposed.contains(&c) {
-                return Some(c);
-            }
-        }
-    }
-}
-
-impl Strategy for Genetic {
-    fn propose(&mut self, n: usize) -> Vec<usize> {
-        let mut out = Vec::with_capacity(n);
-        while out.len() < n {
-            let bred = if self.measured.len() >= self.population.min(self.space.candidates.len())
-                && !self.measured.is_empty()
-            {
-                self.child()
-            } else {
-                None
-            };
-            let Some(c) = bred.or_else(|| self.random_unproposed()) else {
-                break;
-            };
-            self.proposed.insert(c);
-            out.push(c);
-        }
-        out
-    }
-
-    fn observe(&mut self, candidate: usize, time: Option<f64>) {
-        if let Some(t) = time.filter(|t| t.is_finite()) {
-            self.measured.push((candidate, t));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     /// A 2-parameter space, 16 × 16, without the candidates where both are odd (the rules), and
     /// a smooth time with its minimum at (12, 4).
@@ -283,18 +161,18 @@ mod tests {
     }
 
     #[test]
-    fn the_genetic_search_beats_random_on_a_smooth_space() {
+    fn guided_searches_beat_random_on_a_smooth_space() {
         // Median over seeds of the best found with 30 of 192 candidates.
         let median = |name: &str| {
             let mut bests: Vec<f64> = (1..=21).map(|seed| run(name, seed, 30).1).collect();
             bests.sort_by(f64::total_cmp);
             bests[10]
         };
-        let (random, genetic) = (median("random"), median("genetic"));
-        assert!(
-            genetic <= random,
-            "genetic {genetic} against random {random}"
-        );
-        assert!(genetic <= 12.0, "genetic {genetic}: the optimum is 10");
+        let random = median("random");
+        for name in ["genetic", "forest"] {
+            let found = median(name);
+            assert!(found <= random, "{name} {found} against random {random}");
+            assert!(found <= 12.0, "{name} {found}: the optimum is 10");
+        }
     }
 }

@@ -1,0 +1,252 @@
+//! A model-based search: a random forest of regression trees learns the log of each measured
+//! candidate's time from its value indexes, and each batch takes the unproposed candidates the
+//! forest thinks best, by a lower confidence bound (the trees' mean less a multiple of their
+//! spread). Cheap to refit on every batch: the trees split on value indexes, so finding a
+//! split is a count per value, not a sort.
+//!
+//! Why a forest and not a Gaussian process: the parameters are discrete, often categorical
+//! (a flag, a loop order), and the times jump at some values (a tile that no longer fits in
+//! shared memory); trees take both as they are, where a GP needs a kernel designed for them.
+//! Failed candidates are learnt as the worst time seen, so the forest steers away from them.
+
+use super::{Random, Rng, Space, Strategy};
+
+/// Candidates measured at random before the forest is trusted.
+const INITIAL: usize = 16;
+/// Trees in the forest.
+const TREES: usize = 16;
+/// A node with fewer measurements than this is a leaf.
+const MIN_SPLIT: usize = 4;
+
+/// The forest-guided search (see the module's documentation).
+pub struct Forest {
+    space: Space,
+    rng: Rng,
+    proposed: Vec<bool>,
+    /// Random candidates not proposed yet, in order (the initial design and the fallback).
+    random: Random,
+    /// Measured candidates and their log times; failures are `None` until a fit.
+    measured: Vec<(usize, Option<f64>)>,
+    /// How many candidates were proposed so far (the batches' exploration turns).
+    proposals: usize,
+}
+
+impl Forest {
+    pub fn new(space: &Space, seed: u64) -> Self {
+        Forest {
+            space: space.clone(),
+            rng: Rng::new(seed ^ 0xF0_4E57),
+            proposed: vec![false; space.candidates.len()],
+            random: Random::new(space, seed),
+            measured: Vec::new(),
+            proposals: 0,
+        }
+    }
+
+    fn random_unproposed(&mut self) -> Option<usize> {
+        loop {
+            let c = *self.random.propose(1).first()?;
+            if !self.proposed[c] {
+                return Some(c);
+            }
+        }
+    }
+
+    /// The training set: value indexes and log times, failures at the worst time seen.
+    fn training(&self) -> (Vec<&[u16]>, Vec<f64>) {
+        let worst = self
+            .measured
+            .iter()
+            .filter_map(|m| m.1)
+            .fold(f64::MIN, f64::max);
+        let xs = self
+            .measured
+            .iter()
+            .map(|(c, _)| self.space.candidates[*c].as_slice())
+            .collect();
+        let ys = self
+            .measured
+            .iter()
+            .map(|(_, t)| t.unwrap_or(worst))
+            .collect();
+        (xs, ys)
+    }
+}
+
+impl Strategy for Forest {
+    fn propose(&mut self, n: usize) -> Vec<usize> {
+        let valid = self.measured.iter().filter(|m| m.1.is_some()).count();
+        let mut out = Vec::with_capacity(n);
+        if valid < INITIAL.min(self.space.candidates.len()) {
+            while out.len() < n {
+                let Some(c) = self.random_unproposed() else {
+                    break;
+                };
+                self.proposed[c] = true;
+                out.push(c);
+            }
+            self.proposals += out.len();
+            return out;
+        }
+        let (xs, ys) = self.training();
+        let mut rng = self.rng.clone();
+        let trees: Vec<Tree> = (0..TREES)
+            .map(|_| Tree::fit(&xs, &ys, &self.space.sizes, &mut rng))
+            .collect();
+        drop(xs);
+        self.rng = rng;
+        // Each unproposed candidate's mean and spread over the trees.
+        let mut scored: Vec<(usize, f64, f64)> = (0..self.space.candidates.len())
+            .filter(|c| !self.proposed[*c])
+            .map(|c| {
+                let x = &self.space.candidates[c];
+                let (mut sum, mut sq) = (0.0, 0.0);
+                for t in &trees {
+                    let p = t.predict(x);
+                    sum += p;
+                    sq += p * p;
+                }
+                let mean = sum / TREES as f64;
+                let spread = (sq / TREES as f64 - mean * mean).max(0.0).sqrt();
+                (c, mean, spread)
+            })
+            .collect();
+        // A batch mixes greed and exploration: turn by turn, the weight of the spread grows from
+        // 0 (the best predicted) to 2, and one turn in eight is a random candidate.
+        while out.len() < n && !scored.is_empty() {
+            let turn = self.proposals + out.len();
+            let pick = if turn % 8 == 7 {
+                self.rng.below(scored.len())
+            } else {
+                let kappa = (turn % 8) as f64 * 2.0 / 6.0;
+                let lcb = |s: &(usize, f64, f64)| s.1 - kappa * s.2;
+                (0..scored.len())
+                    .min_by(|a, b| lcb(&scored[*a]).total_cmp(&lcb(&scored[*b])))
+                    .expect("not empty")
+            };
+            let (c, _, _) = scored.swap_remove(pick);
+            self.proposed[c] = true;
+            out.push(c);
+        }
+        self.proposals += out.len();
+        out
+    }
+
+    fn observe(&mut self, candidate: usize, time: Option<f64>) {
+        let log = time.filter(|t| t.is_finite() && *t > 0.0).map(f64::ln);
+        self.measured.push((candidate, log));
+    }
+}
+
+/// A regression tree over value indexes: a node splits on `x[feature] <= threshold`.
+struct Tree {
+    nodes: Vec<Node>,
+}
+
+enum Node {
+    Leaf(f64),
+    Split {
+        feature: usize,
+        threshold: u16,
+        left: usize,
+        right: usize,
+    },
+}
+
+impl Tree {
+    /// A tree grown on a bootstrap sample, each split chosen among a random half of the
+    /// parameters (at least one).
+    fn fit(xs: &[&[u16]], ys: &[f64], sizes: &[usize], rng: &mut Rng) -> Tree {
+        let sample: Vec<usize> = (0..xs.len()).map(|_| rng.below(xs.len())).collect();
+        let mut tree = Tree { nodes: Vec::new() };
+        tree.grow(xs, ys, sizes, sample, rng);
+        tree
+    }
+
+    fn grow(
+        &mut self,
+        xs: &[&[u16]],
+        ys: &[f64],
+        sizes: &[usize],
+        rows: Vec<usize>,
+        rng: &mut Rng,
+    ) -> usize {
+        let id = self.nodes.len();
+        let mean = rows.iter().map(|r| ys[*r]).sum::<f64>() / rows.len().max(1) as f64;
+        self.nodes.push(Node::Leaf(mean));
+        if rows.len() < MIN_SPLIT {
+            return id;
+        }
+        let Some((feature, threshold)) = best_split(xs, ys, sizes, &rows, rng) else {
+            return id;
+        };
+        let (l, r): (Vec<usize>, Vec<usize>) = rows
+            .into_iter()
+            .partition(|row| xs[*row][feature] <= threshold);
+        let left = self.grow(xs, ys, sizes, l, rng);
+        let right = self.grow(xs, ys, sizes, r, rng);
+        self.nodes[id] = Node::Split {
+            feature,
+            threshold,
+            left,
+            right,
+        };
+        id
+    }
+
+    fn predict(&self, x: &[u16]) -> f64 {
+        let mut id = 0;
+        loop {
+            match self.nodes[id] {
+                Node::Leaf(v) => return v,
+                Node::Split {
+                    feature,
+                    threshold,
+                    left,
+                    right,
+                } => id = if x[feature] <= threshold { left } else { right },
+            }
+        }
+    }
+}
+
+/// The split of `rows` that most lowers the squared error, among a random half of the
+/// parameters; `None` when no split separates them.
+fn best_split(
+    xs: &[&[u16]],
+    ys: &[f64],
+    sizes: &[usize],
+    rows: &[usize],
+    rng: &mut Rng,
+) -> Option<(usize, u16)> {
+    let (total, count) = (rows.iter().map(|r| ys[*r]).sum::<f64>(), rows.len() as f64);
+    let mut best: Option<(f64, usize, u16)> = None;
+    let tries = sizes.len().div_ceil(2).max(1);
+    for _ in 0..tries {
+        let f = rng.below(sizes.len());
+        let mut sums = vec![0.0; sizes[f]];
+        let mut counts = vec![0usize; sizes[f]];
+        for r in rows {
+            let v = xs[*r][f] as usize;
+            sums[v] += ys[*r];
+            counts[v] += 1;
+        }
+        let (mut ls, mut lc) = (0.0, 0usize);
+        for v in 0..sizes[f].saturating_sub(1) {
+            ls += sums[v];
+            lc += counts[v];
+            if lc == 0 || lc == rows.len() || counts[v] == 0 {
+                continue;
+            }
+            let rc = count - lc as f64;
+            // Maximising the between-group sum of squares minimises the within-group one.
+            let gain = ls * ls / lc as f64 + (total - ls) * (total - ls) / rc;
+            if best.is_none_or(|b| gain > b.0) {
+                best = Some((gain, f, v as u16));
+            }
+        }
+    }
+    // A split must improve on the node's own mean.
+    best.filter(|b| b.0 > total * total / count + 1e-12)
+        .map(|b| (b.1, b.2))
+}
