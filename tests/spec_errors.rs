@@ -95,3 +95,30 @@ fn list_builds_prints_every_build_with_its_shapes_and_command() {
         assert!(l[2].contains("-o {out}"), "{}", l[2]);
     }
 }
+
+#[test]
+fn a_search_with_an_unknown_strategy_or_no_budget_names_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}\n[search]\nstrategy = \"annealing\"\nbudget = \"5%\"\n",
+        good_spec()
+    );
+    let line = text.lines().position(|l| l.contains("annealing")).unwrap() + 1;
+    refuse(
+        dir.path(),
+        &text,
+        &[
+            &format!("bad.toml:{line}"),
+            "search.strategy",
+            "annealing",
+            "forest",
+        ],
+    );
+    let text = format!("{}\n[search]\nstrategy = \"forest\"\n", good_spec());
+    refuse(dir.path(), &text, &["search.budget", "a share such as"]);
+    let text = format!(
+        "{}\n[search]\nstrategy = \"random\"\nbudget = \"120%\"\n",
+        good_spec()
+    );
+    refuse(dir.path(), &text, &["search.budget", "120%"]);
+}

@@ -84,6 +84,8 @@ pub fn plan(
     scheduler.max_compile_in_flight = scheduler
         .max_compile_in_flight
         .max(4 * compile_slots as u64);
+    // A search keeps one candidate out per compile slot and device.
+    scheduler.search_in_flight = compile_slots + devices.len();
     Ok(Topology {
         host: opts.host.clone(),
         work_dir: opts.work_dir.clone(),

@@ -84,6 +84,8 @@ pub async fn load(
                 build_key: spec.build_key(&compile),
                 compile_params: compile,
                 run_params: run,
+                // A searched shape's candidates wait for its search to choose them.
+                held: spec.search.is_some(),
             });
         }
     }

@@ -46,6 +46,12 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
             String::new()
         }
     );
+    if let Some(search) = &spec.search {
+        eprintln!(
+            "search: {} tries {} of each shape's candidates (seed {}); the rest are skipped",
+            search.strategy, search.budget, search.seed
+        );
+    }
 
     let backends = SessionBackends::new(crate::host::fin_path(None));
     backends.insert(session, SessionBackend::Command(spec.clone()));

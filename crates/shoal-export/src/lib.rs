@@ -59,10 +59,11 @@ impl TunedRow {
 }
 
 /// One row per problem, in config order: the valid candidate with the least time wins (ties go
-/// to the lower job id, so the choice is stable).
+/// to the lower job id, so the choice is stable). Candidates a search skipped are not counted:
+/// `candidates` is what was tried.
 pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedRow> {
     let mut by_config: BTreeMap<ConfigId, Vec<&FinalResult>> = BTreeMap::new();
-    for r in results {
+    for r in results.iter().filter(|r| r.state != JobState::Skipped) {
         by_config.entry(r.config).or_default().push(r);
     }
     by_config

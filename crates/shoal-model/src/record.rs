@@ -95,6 +95,8 @@ pub struct NewJob {
     pub run_params: Params,
     /// Identifies the build this job needs: jobs with equal keys share one compile.
     pub build_key: String,
+    /// Whether the job waits for its shape's search to choose it (inserted `held`, not `new`).
+    pub held: bool,
 }
 
 impl NewJob {

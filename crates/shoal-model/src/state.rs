@@ -6,7 +6,14 @@
 //!  └──────────┴───────────────┘            └────────────┴──────────────┘
 //!        lease expired / handed back             lease expired / handed back
 //! any non-terminal state ─▶ errored        (a candidate fault, or retries exhausted)
+//!
+//! held ─▶ new        the shape's search chose the candidate
+//! held ─▶ skipped    the shape's search ended (budget spent) without choosing it
 //! ```
+//!
+//! `held` and `skipped` exist only in sessions whose spec has a `[search]` other than exhaustive:
+//! every candidate is loaded as a `held` job, and the Scheduler's search releases the ones it
+//! chooses, batch by batch, then skips the rest, so that "every job final" still means "done".
 //!
 //! A candidate that does not apply is never a job: the loaders skip it (MIOpen's applicability
 //! step decides before `jobs load`), and a backend that finds out late records the failure kind
@@ -35,10 +42,14 @@ pub enum JobState {
     Evaluating,
     Evaluated,
     Errored,
+    /// A candidate its shape's search has not chosen yet.
+    Held,
+    /// A candidate its shape's search ended without choosing (terminal, no result).
+    Skipped,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 8] = [
+    pub const ALL: [JobState; 10] = [
         JobState::New,
         JobState::CompileQueued,
         JobState::Compiling,
@@ -47,6 +58,8 @@ impl JobState {
         JobState::Evaluating,
         JobState::Evaluated,
         JobState::Errored,
+        JobState::Held,
+        JobState::Skipped,
     ];
 
     /// The name stored in the database and shown to users.
@@ -60,12 +73,17 @@ impl JobState {
             JobState::Evaluating => "evaluating",
             JobState::Evaluated => "evaluated",
             JobState::Errored => "errored",
+            JobState::Held => "held",
+            JobState::Skipped => "skipped",
         }
     }
 
     /// A terminal state is never left.
     pub fn is_terminal(self) -> bool {
-        matches!(self, JobState::Evaluated | JobState::Errored)
+        matches!(
+            self,
+            JobState::Evaluated | JobState::Errored | JobState::Skipped
+        )
     }
 
     /// In flight: handed to a queue or a worker, and so covered by a lease.
@@ -100,6 +118,7 @@ impl JobState {
             (Compiled, EvalQueued) => true,
             (EvalQueued, Evaluating) => true,
             (EvalQueued, Evaluated) | (Evaluating, Evaluated) => true,
+            (Held, New) | (Held, Skipped) => true,
             (from, Errored) => !from.is_terminal(),
             (from, to) => from.retry_state() == Some(to),
         }

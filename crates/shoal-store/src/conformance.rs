@@ -73,6 +73,7 @@ macro_rules! store_conformance_tests {
             a_change_that_does_not_apply_owes_nothing,
             a_chain_through_a_cached_build_owes_only_the_eval,
             heartbeats_renew_running_leases_only_later,
+            held_jobs_are_released_or_skipped,
         );
     };
 }
@@ -150,6 +151,7 @@ pub fn new_job(w: &World, tile: &str, build: &str) -> NewJob {
         compile_params: params(&[("TILE", tile)]),
         run_params: params(&[("SPLIT", "1")]),
         build_key: build.to_string(),
+        held: false,
     }
 }
 

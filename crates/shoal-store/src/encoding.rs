@@ -55,13 +55,13 @@ pub(crate) fn to_i64(what: &str, value: u64) -> Result<i64> {
 /// `finished_ms`), by index: `None` for `new`, which a retry enters and which stamps nothing.
 pub(crate) fn timestamp_slot(to: JobState) -> Option<usize> {
     match to {
-        JobState::New => None,
+        JobState::New | JobState::Held => None,
         JobState::CompileQueued => Some(0),
         JobState::Compiling => Some(1),
         JobState::Compiled => Some(2),
         JobState::EvalQueued => Some(3),
         JobState::Evaluating => Some(4),
-        JobState::Evaluated | JobState::Errored => Some(5),
+        JobState::Evaluated | JobState::Errored | JobState::Skipped => Some(5),
     }
 }
 

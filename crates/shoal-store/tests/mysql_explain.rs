@@ -68,6 +68,7 @@ async fn populate(db: &ScratchDb) -> Vec<SessionId> {
                 compile_params: P::from_key(&format!("TILE={j}")).unwrap(),
                 run_params: P::from_key("SPLIT=1").unwrap(),
                 build_key: format!("build-{}", j / 3),
+                held: false,
             })
             .collect();
         assert_eq!(

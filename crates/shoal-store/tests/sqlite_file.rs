@@ -44,6 +44,7 @@ async fn populate(path: &Path) -> (SqliteStore, shoal_model::JobId) {
         compile_params: Params::from_key("T=1").unwrap(),
         run_params: Params::new(),
         build_key: "b".into(),
+        held: false,
     };
     assert_eq!(store.insert_jobs(&[job]).await.unwrap(), 1);
     let id = store.jobs_in_state(s, JobState::New, 1).await.unwrap()[0].id;

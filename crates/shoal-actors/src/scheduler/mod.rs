@@ -26,11 +26,12 @@ mod apply;
 mod dispatch;
 mod eval_room;
 pub mod plan;
+mod search;
 mod send;
 pub mod shape;
 mod started;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -73,6 +74,9 @@ pub struct SchedulerConfig {
     /// What a queued job's lease adds to the work that may legitimately be ahead of it (see
     /// [`queue_leases`]): room for a broker restart and the outbox's resend.
     pub queue_lease_margin: Duration,
+    /// Candidates a searched session keeps chosen and unfinished (see [`search`]): about one
+    /// per compile slot and device keeps them busy, and each batch still learns from the last.
+    pub search_in_flight: usize,
     /// How often dispatch runs when nothing wakes it sooner.
     pub tick: Duration,
     /// Replies applied per transaction at most.
@@ -94,6 +98,7 @@ impl Default for SchedulerConfig {
             sessions: Vec::new(),
             max_compile_in_flight: 64,
             eval: ShapeConfig::default(),
+            search_in_flight: 16,
             queue_lease_margin: Duration::from_secs(120),
             tick: Duration::from_millis(200),
             result_batch: 256,
@@ -187,6 +192,11 @@ struct Inner {
     shape: RefCell<EvalShape>,
     /// Consumers per eval queue, with when they were counted (see [`eval_room`]).
     consumers: RefCell<HashMap<String, (u32, std::time::Instant)>>,
+    /// The searches of searched sessions (`None`: the session has none to drive; see
+    /// [`search`]).
+    searches: RefCell<HashMap<SessionId, Option<search::SessionSearch>>>,
+    /// Changes into a final state applied so far: a search reads outcomes again when it moved.
+    finished_changes: Cell<u64>,
 }
 
 /// Jobs of a session in the compile phase (queued or compiling) and in the eval phase.
@@ -286,6 +296,8 @@ impl Inner {
             started: RefCell::default(),
             shape: RefCell::new(EvalShape::new(p.config.eval.clone())),
             consumers: RefCell::default(),
+            searches: RefCell::default(),
+            finished_changes: Cell::new(0),
         })
     }
 
@@ -435,6 +447,7 @@ impl DispatchPace {
             progressed |= inner.send_owed(before).await? > 0;
         }
         for &session in &self.sessions {
+            progressed |= inner.drive_search(session).await?;
             progressed |= inner.dispatch_compile(session).await?;
             progressed |= inner.dispatch_eval(session).await?;
         }

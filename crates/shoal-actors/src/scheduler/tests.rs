@@ -101,6 +101,7 @@ async fn a_known_build_goes_straight_to_eval(
         compile_step: first.compile_step,
         eval_step: first.eval_step,
         build_key: first.build_key,
+        held: false,
         compile_params: first.compile_params,
         run_params: shoal_model::Params::from_key("R=9").unwrap(),
     };
@@ -200,6 +201,7 @@ pub(super) async fn session_with_jobs(n: usize) -> (shoal_store::SqliteStore, Se
             compile_step: shoal_model::Step::NoopBuild,
             eval_step: shoal_model::Step::NoopRun,
             build_key: "noop:B=1".into(),
+            held: false,
             compile_params: Params::from_key("B=1").unwrap(),
             run_params: Params::from_key(&format!("R={i}")).unwrap(),
         })

@@ -118,6 +118,7 @@ use std::time::Duration;
 
 use regex::Regex;
 use sha2::{Digest, Sha256};
+use shoal_model::search::SearchSpec;
 use shoal_model::Params;
 
 use crate::expr::Expr;
@@ -146,6 +147,9 @@ pub struct TuningSpec {
     pub build: BuildSpec,
     pub run: RunSpec,
     pub output: OutputSpec,
+    /// `[search]`: `None` evaluates every candidate; else each shape's search chooses which,
+    /// under its budget (the Scheduler runs it; see `shoal_model::search`).
+    pub search: Option<SearchSpec>,
     pub compile_params: Vec<ParamDef>,
     pub run_params: Vec<ParamDef>,
     pub shape_columns: Vec<String>,

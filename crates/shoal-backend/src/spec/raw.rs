@@ -29,8 +29,17 @@ pub struct RawSpec {
     pub build: RawBuild,
     pub run: RawRun,
     pub output: Option<Spanned<RawOutput>>,
+    pub search: Option<Spanned<RawSearch>>,
     #[serde(default)]
     pub params: RawParams,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSearch {
+    pub strategy: Spanned<String>,
+    pub budget: Option<Spanned<Value>>,
+    pub seed: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]

@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use regex::Regex;
+use shoal_model::search::{Budget, SearchSpec};
 use toml::Spanned;
 
 use super::commands::{check_program, placeholder_rule, templates};
@@ -227,4 +228,63 @@ fn regex(
             .join(" ");
         ctx.at(value.span(), field, format!("invalid regex: {msg}"))
     })
+}
+
+/// `[search]`: `None` for exhaustive (every candidate is a job from the start), else the
+/// strategy, its budget per shape (a count, or a share such as `"5%"`) and its seed (1 when not
+/// given).
+pub(super) fn search(ctx: Ctx, raw: &RawSpec) -> Result<Option<SearchSpec>, SpecError> {
+    let Some(section) = &raw.search else {
+        return Ok(None);
+    };
+    let raw_search = section.get_ref();
+    let strategy = &raw_search.strategy;
+    let budget = match &raw_search.budget {
+        None => None,
+        Some(b) => {
+            let text = match b.get_ref() {
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::String(s) => s.clone(),
+                other => {
+                    return Err(ctx.at(
+                        b.span(),
+                        "search.budget",
+                        format!(
+                            "a count such as 200 or a share such as \"5%\", not {}",
+                            other.type_str()
+                        ),
+                    ))
+                }
+            };
+            Some(Budget::parse(&text).map_err(|e| ctx.at(b.span(), "search.budget", e))?)
+        }
+    };
+    if strategy.get_ref() == "exhaustive" {
+        if let Some(b) = &raw_search.budget {
+            return Err(ctx.at(
+                b.span(),
+                "search.budget",
+                "an exhaustive search evaluates every candidate: drop the budget or choose a strategy",
+            ));
+        }
+        return Ok(None);
+    }
+    let Some(budget) = budget else {
+        return Err(ctx.at(
+            section.span(),
+            "search.budget",
+            format!(
+                "strategy `{}` needs a budget per shape: a count such as 200 or a share such as \"5%\"",
+                strategy.get_ref()
+            ),
+        ));
+    };
+    let seed = match &raw_search.seed {
+        None => 1,
+        Some(s) => u64::try_from(*s.get_ref())
+            .map_err(|_| ctx.at(s.span(), "search.seed", "a seed of 0 or more"))?,
+    };
+    SearchSpec::new(strategy.get_ref(), budget, seed)
+        .map(Some)
+        .map_err(|e| ctx.at(strategy.span(), "search.strategy", e))
 }

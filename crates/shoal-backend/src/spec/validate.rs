@@ -195,6 +195,7 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
     let device = steps::device(ctx, &raw)?;
     let (build, run) = steps::step_specs(ctx, &raw, build_command, run_command)?;
     let output = steps::output(ctx, &raw)?;
+    let search = steps::search(ctx, &raw)?;
 
     let params = Known {
         compile: &compile_params,
@@ -214,6 +215,7 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
         build,
         run,
         output,
+        search,
         compile_params,
         run_params,
         shape_columns: shapes.columns,

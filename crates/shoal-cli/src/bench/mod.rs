@@ -121,6 +121,7 @@ pub async fn load_noop_jobs(
             compile_step: shoal_model::Step::NoopBuild,
             eval_step: shoal_model::Step::NoopRun,
             build_key: noop_build_key(&compile),
+            held: false,
             compile_params: compile,
             run_params: run,
         });

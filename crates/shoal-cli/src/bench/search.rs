@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
 use clap::Args;
-use shoal_model::search::{strategy, Space, STRATEGIES};
+use shoal_model::search::{strategy, Budget, Space, STRATEGIES};
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
@@ -52,7 +51,9 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             recorded.times.iter().flatten().count()
         );
         for budget in &args.budget {
-            let n = evaluations(budget, recorded.times.len())?;
+            let n = Budget::parse(budget)
+                .map_err(anyhow::Error::msg)?
+                .evaluations(recorded.times.len());
             let mut best: Option<(String, f64, f64)> = None;
             for name_s in STRATEGIES {
                 let clock = Instant::now();
@@ -101,27 +102,6 @@ fn run(recorded: &Recorded, name: &str, seed: u64, budget: usize, batch: usize) 
     best
 }
 
-/// `200` or `5%` of `size`, at least 1.
-fn evaluations(budget: &str, size: usize) -> anyhow::Result<usize> {
-    let n = match budget.strip_suffix('%') {
-        Some(p) => {
-            let p: f64 = p
-                .trim()
-                .parse()
-                .with_context(|| format!("budget `{budget}`"))?;
-            anyhow::ensure!(
-                p > 0.0 && p <= 100.0,
-                "budget `{budget}`: a share in (0, 100]"
-            );
-            (size as f64 * p / 100.0).round() as usize
-        }
-        None => budget
-            .parse()
-            .with_context(|| format!("budget `{budget}`: a count or a share such as 5%"))?,
-    };
-    Ok(n.max(1))
-}
-
 /// A T4 space as the strategies see it: each parameter's values (numbers in numeric order),
 /// every configuration a candidate, with its recorded time (`None`: failed).
 fn read(path: &Path) -> anyhow::Result<Recorded> {
@@ -164,18 +144,4 @@ fn read(path: &Path) -> anyhow::Result<Recorded> {
         },
         times,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn budgets_are_counts_or_shares() {
-        assert_eq!(evaluations("5%", 4362).unwrap(), 218);
-        assert_eq!(evaluations("200", 4362).unwrap(), 200);
-        assert_eq!(evaluations("0.001%", 100).unwrap(), 1);
-        assert!(evaluations("150%", 10).is_err());
-        assert!(evaluations("many", 10).is_err());
-    }
 }

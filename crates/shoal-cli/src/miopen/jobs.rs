@@ -98,6 +98,7 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
                 compile_step,
                 eval_step,
                 build_key: miopen::build_key(compile_step, &conv, &solver.name),
+                held: false,
                 compile_params: compile,
                 run_params: Params::new(),
             });

@@ -10,12 +10,14 @@
 //! indexes, one per parameter; a strategy proposes only those, by their position in
 //! [`Space::candidates`].
 
+mod budget;
 mod forest;
 mod genetic;
 mod random;
 
 use std::collections::HashMap;
 
+pub use budget::{Budget, Search, SearchSpec};
 pub use forest::Forest;
 pub use genetic::Genetic;
 pub use random::Random;

@@ -22,6 +22,10 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
         include_str!("../../../../schemas/mysql/0002_applicability.sql"),
     ),
     (3, include_str!("../../../../schemas/mysql/0003_outbox.sql")),
+    (
+        4,
+        include_str!("../../../../schemas/mysql/0004_search_states.sql"),
+    ),
 ];
 
 /// How long `migrate` waits for another process's migration to finish, in seconds.
@@ -171,8 +175,12 @@ mod tests {
             let stmts = statements(sql);
             assert!(!stmts.is_empty(), "migration {version} is empty");
             for s in stmts {
+                // DDL commits on its own, so a migration cut short runs again from the start:
+                // every statement must be harmless the second time. Redefining a column to the
+                // same definition is.
                 assert!(
-                    s.starts_with("CREATE TABLE IF NOT EXISTS "),
+                    s.starts_with("CREATE TABLE IF NOT EXISTS ")
+                        || s.starts_with("ALTER TABLE job MODIFY state "),
                     "migration {version}: not idempotent: {s}"
                 );
             }

@@ -377,7 +377,14 @@ pub(crate) async fn insert_jobs(
             text(&to_json("run params", &j.run_params)?),
             text(&j.candidate_key()),
             text(&j.build_key),
-            text(JobState::New.as_str()),
+            text(
+                if j.held {
+                    JobState::Held
+                } else {
+                    JobState::New
+                }
+                .as_str(),
+            ),
             int(now),
             int(now),
         ]);

@@ -59,6 +59,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         4,
         include_str!("../../../../schemas/sqlite/0004_outbox.sql"),
     ),
+    (
+        5,
+        include_str!("../../../../schemas/sqlite/0005_search_states.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -211,7 +211,12 @@ pub(crate) fn insert_jobs(conn: &mut Connection, jobs: &[NewJob], now: i64) -> R
                     to_json("run params", &j.run_params)?,
                     j.candidate_key(),
                     j.build_key,
-                    JobState::New.as_str(),
+                    if j.held {
+                        JobState::Held
+                    } else {
+                        JobState::New
+                    }
+                    .as_str(),
                     now
                 ])
                 .ctx(what)?;

@@ -1,0 +1,263 @@
+//! A strategy under a budget, as a session runs it: [`SearchSpec`] is what a spec's `[search]`
+//! asks for, [`Search`] one shape's search — the strategy, how many candidates it may still
+//! propose, which it proposed and which outcomes it has seen — rebuilt after a restart from
+//! what the store holds ([`Search::resume`]).
+
+use std::fmt;
+
+use super::{strategy, Space, Strategy, STRATEGIES};
+
+/// How many candidates a search may evaluate per shape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Budget {
+    /// At most this many.
+    Count(u64),
+    /// This share of the shape's candidates, in percent (0, 100].
+    Percent(f64),
+}
+
+impl Budget {
+    /// `200` or `5%`.
+    pub fn parse(text: &str) -> Result<Budget, String> {
+        let text = text.trim();
+        match text.strip_suffix('%') {
+            Some(p) => {
+                let p: f64 = p
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("budget `{text}`: a count or a share such as 5%"))?;
+                if p > 0.0 && p <= 100.0 {
+                    Ok(Budget::Percent(p))
+                } else {
+                    Err(format!("budget `{text}`: a share in (0, 100]%"))
+                }
+            }
+            None => match text.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Budget::Count(n)),
+                _ => Err(format!(
+                    "budget `{text}`: a count of at least 1 or a share such as 5%"
+                )),
+            },
+        }
+    }
+
+    /// The evaluations allowed over `size` candidates: at least 1, at most `size`.
+    pub fn evaluations(self, size: usize) -> usize {
+        let n = match self {
+            Budget::Count(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            Budget::Percent(p) => (size as f64 * p / 100.0).round() as usize,
+        };
+        n.max(1).min(size)
+    }
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Budget::Count(n) => write!(f, "{n}"),
+            Budget::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+/// A spec's `[search]`: which strategy, under which budget per shape, from which seed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchSpec {
+    /// One of [`STRATEGIES`].
+    pub strategy: String,
+    pub budget: Budget,
+    pub seed: u64,
+}
+
+impl SearchSpec {
+    /// Checks the strategy's name.
+    pub fn new(strategy: &str, budget: Budget, seed: u64) -> Result<SearchSpec, String> {
+        if !STRATEGIES.contains(&strategy) {
+            return Err(format!(
+                "unknown strategy `{strategy}`: exhaustive, {}",
+                STRATEGIES.join(", ")
+            ));
+        }
+        Ok(SearchSpec {
+            strategy: strategy.to_string(),
+            budget,
+            seed,
+        })
+    }
+}
+
+/// One shape's search (see the module's documentation).
+pub struct Search {
+    strategy: Box<dyn Strategy>,
+    budget: usize,
+    proposed: Vec<bool>,
+    observed: Vec<bool>,
+    proposals: usize,
+    size: usize,
+}
+
+impl Search {
+    /// A search that has proposed nothing yet.
+    pub fn new(spec: &SearchSpec, space: &Space) -> Search {
+        let size = space.candidates.len();
+        Search {
+            strategy: strategy(&spec.strategy, space, spec.seed)
+                .unwrap_or_else(|| Box::new(super::Random::new(space, spec.seed))),
+            budget: spec.budget.evaluations(size),
+            proposed: vec![false; size],
+            observed: vec![false; size],
+            proposals: 0,
+            size,
+        }
+    }
+
+    /// The search as a restart finds it: the candidates it had proposed, and the outcomes of
+    /// those that finished. It goes on with the same budget, never proposes one of them again,
+    /// and learns from every outcome; its own generator starts again from the seed, so what it
+    /// picks next may differ from what an uninterrupted run would have picked.
+    pub fn resume(
+        spec: &SearchSpec,
+        space: &Space,
+        proposed: &[usize],
+        outcomes: &[(usize, Option<f64>)],
+    ) -> Search {
+        let mut s = Search::new(spec, space);
+        for &c in proposed {
+            if c < s.size && !s.proposed[c] {
+                s.proposed[c] = true;
+                s.proposals += 1;
+            }
+        }
+        for &(c, time) in outcomes {
+            s.observe(c, time);
+        }
+        s
+    }
+
+    /// Up to `n` candidates never proposed before, within what is left of the budget.
+    pub fn propose(&mut self, n: usize) -> Vec<usize> {
+        let want = n.min(self.left());
+        let mut out = Vec::with_capacity(want);
+        // The strategy does not know what was proposed before a restart: what it offers again
+        // is dropped and asked for once more. Each call returns candidates it never returned, so
+        // this ends.
+        while out.len() < want {
+            let offered = self.strategy.propose(want - out.len());
+            if offered.is_empty() {
+                break;
+            }
+            for c in offered {
+                if c < self.size && !self.proposed[c] {
+                    self.proposed[c] = true;
+                    self.proposals += 1;
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+
+    /// A proposed candidate's outcome: its time, or `None` when it failed. Counted once.
+    pub fn observe(&mut self, candidate: usize, time: Option<f64>) {
+        if candidate < self.size && self.proposed[candidate] && !self.observed[candidate] {
+            self.observed[candidate] = true;
+            self.strategy.observe(candidate, time);
+        }
+    }
+
+    /// Whether `candidate` was proposed.
+    pub fn was_proposed(&self, candidate: usize) -> bool {
+        self.proposed.get(candidate).copied().unwrap_or(false)
+    }
+
+    /// Candidates it may still propose.
+    pub fn left(&self) -> usize {
+        self.budget.min(self.size).saturating_sub(self.proposals)
+    }
+
+    /// Proposed and not yet observed.
+    pub fn outstanding(&self) -> usize {
+        self.proposals - self.observed.iter().filter(|o| **o).count()
+    }
+
+    /// The evaluations this search may make in all.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn space(n: u16) -> Space {
+        Space {
+            sizes: vec![n as usize],
+            candidates: (0..n).map(|i| vec![i]).collect(),
+        }
+    }
+
+    #[test]
+    fn budgets_are_counts_or_shares() {
+        assert_eq!(Budget::parse("5%").unwrap().evaluations(4362), 218);
+        assert_eq!(Budget::parse("200").unwrap().evaluations(4362), 200);
+        assert_eq!(Budget::parse("200").unwrap().evaluations(50), 50);
+        assert_eq!(Budget::parse("0.001%").unwrap().evaluations(100), 1);
+        for bad in ["150%", "0%", "0", "many", "-3", ""] {
+            assert!(Budget::parse(bad).is_err(), "{bad}");
+        }
+        assert!(SearchSpec::new("annealing", Budget::Count(1), 1).is_err());
+    }
+
+    #[test]
+    fn a_search_stops_at_its_budget() {
+        for name in STRATEGIES {
+            let spec = SearchSpec::new(name, Budget::Count(30), 4).unwrap();
+            let mut s = Search::new(&spec, &space(100));
+            let mut all = Vec::new();
+            loop {
+                let batch = s.propose(7);
+                if batch.is_empty() {
+                    break;
+                }
+                for &c in &batch {
+                    s.observe(c, Some(f64::from(c as u32) + 1.0));
+                }
+                all.extend(batch);
+            }
+            assert_eq!(all.len(), 30, "{name}");
+            assert_eq!((s.left(), s.outstanding()), (0, 0), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_resumed_search_keeps_its_budget_and_never_repeats() {
+        for name in STRATEGIES {
+            let spec = SearchSpec::new(name, Budget::Count(40), 9).unwrap();
+            let space = space(120);
+            let mut first = Search::new(&spec, &space);
+            let before: Vec<usize> = [first.propose(8), first.propose(8)].concat();
+            // Half of them finished before the crash.
+            let outcomes: Vec<(usize, Option<f64>)> = before
+                .iter()
+                .take(8)
+                .map(|&c| (c, Some(1.0 + c as f64)))
+                .collect();
+            let mut again = Search::resume(&spec, &space, &before, &outcomes);
+            assert_eq!(again.outstanding(), 8, "{name}");
+            let mut after = Vec::new();
+            loop {
+                let b = again.propose(5);
+                if b.is_empty() {
+                    break;
+                }
+                after.extend(b);
+            }
+            assert_eq!(before.len() + after.len(), 40, "{name}: the same budget");
+            assert!(
+                after.iter().all(|c| !before.contains(c)),
+                "{name} proposed again a candidate proposed before the crash"
+            );
+        }
+    }
+}
