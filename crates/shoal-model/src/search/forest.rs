@@ -11,8 +11,11 @@
 
 use super::{Random, Rng, Space, Strategy};
 
-/// Candidates measured at random before the forest is trusted.
-const INITIAL: usize = 16;
+/// Valid candidates measured at random before the forest is trusted: one in 25 of the space,
+/// at least 6 and at most 16, so that a small space's budget is not spent at random.
+fn initial(size: usize) -> usize {
+    (size / 25).clamp(6, 16).min(size)
+}
 /// Trees in the forest.
 const TREES: usize = 16;
 /// A node with fewer measurements than this is a leaf.
@@ -77,7 +80,7 @@ impl Strategy for Forest {
     fn propose(&mut self, n: usize) -> Vec<usize> {
         let valid = self.measured.iter().filter(|m| m.1.is_some()).count();
         let mut out = Vec::with_capacity(n);
-        if valid < INITIAL.min(self.space.candidates.len()) {
+        if valid < initial(self.space.candidates.len()) {
             while out.len() < n {
                 let Some(c) = self.random_unproposed() else {
                     break;
