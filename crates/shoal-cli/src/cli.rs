@@ -306,11 +306,18 @@ fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Re
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let mut total = 0;
+    let (mut total, mut tried) = (0, 0);
     for shape in &spec.shapes {
         let n = spec.candidates(shape).len();
         total += n;
-        println!("{shape}: {n} candidates");
+        match &spec.search {
+            Some(search) => {
+                let k = search.budget.evaluations(n);
+                tried += k;
+                println!("{shape}: {n} candidates, {k} to try");
+            }
+            None => println!("{shape}: {n} candidates"),
+        }
     }
     println!(
         "{}: {} shapes, {} distinct builds, {} candidates",
@@ -319,6 +326,12 @@ fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Re
         spec.compile_sets().len(),
         total
     );
+    if let Some(search) = &spec.search {
+        println!(
+            "search: {} (seed {}) tries {tried} of them, {} of each shape's",
+            search.strategy, search.seed, search.budget
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

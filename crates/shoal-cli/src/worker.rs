@@ -71,6 +71,11 @@ pub struct WorkerArgs {
     /// the eval phase three requests for every device consuming the session's eval queues.
     #[arg(long)]
     pub max_in_flight: Option<u64>,
+    /// Candidates a searched session (a spec with `[search]`) keeps chosen and unfinished
+    /// (Scheduler): about one per compile slot and GPU of the fleet keeps them busy; fewer lets
+    /// each batch learn more from the last.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub search_in_flight: usize,
     /// Evaluate on N simulated GPUs (architecture `sim`, 1 unit) instead of this host's devices:
     /// a benchmark aid (`shoal bench fleet`), for sessions of the no-op backend, whose items
     /// sleep for their recorded time. Never on a real host.
@@ -161,6 +166,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
                     fixed_in_flight: args.max_in_flight,
                     ..ShapeConfig::default()
                 },
+                search_in_flight: args.search_in_flight.max(1),
                 ..SchedulerConfig::default()
             },
         },
