@@ -1,3 +1,5 @@
+//! A population method: a genetic search over the parameters' value indexes.
+
 use std::collections::{HashMap, HashSet};
 
 use super::{Random, Rng, Space, Strategy};

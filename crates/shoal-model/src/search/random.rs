@@ -1,3 +1,5 @@
+//! The baseline strategy: candidates in a random order, whatever the outcomes.
+
 use super::{Rng, Space, Strategy};
 
 /// Candidates in a random order: the baseline every other strategy must beat.
