@@ -29,15 +29,18 @@ What makes the comparison with `shoal bench search` fair:
   restriction keeps only the recorded combinations. (KernelTuner's own `tune_cache` infers a
   restriction that drops failed configurations, which would give it a smaller space and free
   failures; that is not used.)
-- The budget is the same count as Shoal's `evaluations()` (crates/shoal-cli/src/bench/search.rs:
-  a count, or round(share x number of configurations), at least 1), given as
+- The budget is the same count as Shoal's (Budget::evaluations in
+  crates/shoal-model/src/search/budget.rs: a count, or round(share x number of
+  configurations), at least 1 and at most the space), given as
   strategy_options={"max_fevals": n}. KernelTuner's SimulationRunner counts an evaluation the
   first time a configuration is served from the cache, failed ones included, and serves
   repeats for free; configurations outside the restrictions never reach the runner. Shoal's
   strategies never propose a candidate twice and count every proposal, failures included, so
   both sides get n distinct configurations of the same set. Some KernelTuner strategies stop
-  on their own before the budget (their iteration limits); the mean number they used is
-  printed on stderr.
+  on their own before the budget (their own iteration or convergence limits: dual_annealing,
+  simulated_annealing, basinhopping, genetic_algorithm's 90 generations, at times pso and
+  adaptive_tabu_greywolf); those runs are scored on what they found, and the mean number of
+  evaluations they used is printed on stderr.
 - Each run seeds Python's `random` and NumPy's global generator with the seed (1..reps, as
   Shoal's side), passes it as tune_kernel's `seed`, and LatinHypercube (bayes_opt's initial
   sample and diff_evo's populations, which scipy would otherwise draw from fresh entropy) is
@@ -46,10 +49,13 @@ What makes the comparison with `shoal bench search` fair:
   halves away from zero (so the median of 10 runs is the 6th).
 
 Strategies of kernel_tuner 1.5.0 (its strategy_map) and the default set, DEFAULT_STRATEGIES:
-those that run in simulation mode on both recorded spaces within seconds per run. Left out of
-the default (each still runs with --strategies):
-- bayes_opt: runs, but slowly (about 1 minute a run at 1,113 evaluations of the 11,130-config
-  dedispersion space, so some 17 minutes for 10 seeds at 1-10 %); and in 1.5.0 it takes failed
+those that run in simulation mode on both recorded spaces, in well under a second a run but
+for basinhopping (up to 1 s) and hybrid_vndx (up to 15 s a run at 1,113 evaluations of the
+dedispersion space); the whole set at 1, 2, 5 and 10 % over 10 seeds takes about 1.5 minutes
+on the convolution space and 5 on dedispersion. Left out of the default (each still runs with
+--strategies):
+- bayes_opt: runs, but slowly (about 50 s a run at 1,113 evaluations of the 11,130-config
+  dedispersion space, 13 minutes for 10 seeds at 1, 2, 5 and 10 %); and in 1.5.0 it takes failed
   configurations for valid ones: CostFunc gives them the cost sys.float_info.max while
   bayes_opt only recognises its own invalid value 1e20, so they enter its Gaussian process as
   huge observations (on the convolution space at 5 %, median 1.674 as shipped against 1.212
@@ -103,20 +109,22 @@ def rust_round(x):
 
 
 def evaluations(budget, size):
-    """`200` or `5%` of `size`, at least 1: Shoal's `evaluations()` in bench/search.rs."""
-    if budget.endswith("%"):
+    """`200` or `5%` of `size`, at least 1 and at most `size`: Shoal's Budget::parse and
+    Budget::evaluations (crates/shoal-model/src/search/budget.rs)."""
+    text = budget.strip()
+    if text.endswith("%"):
         try:
-            p = float(budget[:-1].strip())
+            p = float(text[:-1].strip())
         except ValueError:
-            sys.exit(f"budget `{budget}`: not a number")
+            sys.exit(f"budget `{text}`: a count or a share such as 5%")
         if not (p > 0.0 and p <= 100.0):
-            sys.exit(f"budget `{budget}`: a share in (0, 100]")
+            sys.exit(f"budget `{text}`: a share in (0, 100]%")
         n = rust_round(size * p / 100.0)
-    elif re.fullmatch(r"[0-9]+", budget):
-        n = int(budget)
+    elif re.fullmatch(r"\+?[0-9]+", text) and int(text) > 0:
+        n = int(text)
     else:
-        sys.exit(f"budget `{budget}`: a count or a share such as 5%")
-    return max(n, 1)
+        sys.exit(f"budget `{text}`: a count of at least 1 or a share such as 5%")
+    return min(max(n, 1), size)
 
 
 def number(v):
