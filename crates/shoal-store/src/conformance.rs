@@ -26,9 +26,11 @@ use crate::{Batch, BuildRecord, Change, Store, StoreError};
 
 mod catalog;
 mod outbox;
+mod search_states;
 mod transitions;
 pub use catalog::*;
 pub use outbox::*;
+pub use search_states::*;
 pub use transitions::*;
 
 /// Expands to one `#[tokio::test]` per conformance case. `$make` is an async expression that

@@ -34,7 +34,7 @@ impl Inner {
         let mut counts = self.in_flight.borrow_mut();
         for ((change, ok), session) in batch.changes.iter().zip(&applied).zip(sessions) {
             if *ok && change.transition.to.is_terminal() {
-                self.finished_changes.set(self.finished_changes.get() + 1);
+                self.record_outcome(*session, change);
             }
             if let Some(f) = counts.get_mut(session) {
                 f.account([(&change.transition, *ok)]);

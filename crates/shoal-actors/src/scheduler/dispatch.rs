@@ -37,7 +37,7 @@ impl Inner {
             .partition(|j| j.retries > session.info.max_retries);
         if !dead.is_empty() {
             let now = self.now();
-            let changes = dead
+            let changes: Vec<Change> = dead
                 .iter()
                 .map(|j| {
                     let reason = format!(
@@ -62,11 +62,10 @@ impl Inner {
                     }
                 })
                 .collect();
-            self.store
-                .apply(&Batch {
-                    changes,
-                    builds: vec![],
-                })
+            // Through the counted path like every change into a final state, so that a
+            // search learns of it (see `search`).
+            let sessions = vec![session.id; changes.len()];
+            self.apply_counted(&Batch::from_changes(changes), &sessions)
                 .await?;
         }
         Ok(live)

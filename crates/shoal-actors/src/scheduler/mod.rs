@@ -31,7 +31,7 @@ mod send;
 pub mod shape;
 mod started;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -195,8 +195,9 @@ struct Inner {
     /// The searches of searched sessions (`None`: the session has none to drive; see
     /// [`search`]).
     searches: RefCell<HashMap<SessionId, Option<search::SessionSearch>>>,
-    /// Changes into a final state applied so far: a search reads outcomes again when it moved.
-    finished_changes: Cell<u64>,
+    /// Outcomes of jobs that became final, per session that has (or may have) a search, as
+    /// `apply_counted` applied them: each search takes its own on its next turn.
+    outcomes: RefCell<HashMap<SessionId, search::Outcomes>>,
 }
 
 /// Jobs of a session in the compile phase (queued or compiling) and in the eval phase.
@@ -297,7 +298,7 @@ impl Inner {
             shape: RefCell::new(EvalShape::new(p.config.eval.clone())),
             consumers: RefCell::default(),
             searches: RefCell::default(),
-            finished_changes: Cell::new(0),
+            outcomes: RefCell::default(),
         })
     }
 

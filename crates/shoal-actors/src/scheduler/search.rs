@@ -9,10 +9,12 @@
 //! about one per compile slot and device, so every slot stays busy while the search still
 //! learns from one batch before it chooses the next.
 //!
-//! Nothing here is kept only in memory: the proposed candidates are the jobs that left `held`,
-//! their outcomes are the store's final results. A Scheduler that restarts rebuilds each search
-//! from them ([`Search::resume`]) and goes on with the same budget, never choosing a candidate
-//! twice.
+//! Outcomes come from the changes the Scheduler applies (every change into a final state goes
+//! through `Inner::apply_counted`, which records it for the session's search), so driving a
+//! search reads nothing from the store but at a (re)start. Nothing is kept only in memory: the
+//! proposed candidates are the jobs that left `held`, their outcomes the store's final results.
+//! A Scheduler that restarts rebuilds each search from them ([`Search::resume`]) and goes on
+//! with the same budget, never choosing a candidate twice.
 //!
 //! [`SchedulerConfig::search_in_flight`]: super::SchedulerConfig::search_in_flight
 
@@ -29,25 +31,22 @@ use shoal_store::{Batch, Change};
 use super::Inner;
 use crate::ActorError;
 
-/// Outcomes are read again at least this often while candidates are out (besides whenever the
-/// Scheduler has finished jobs since the last read).
-const REREAD_MS: i64 = 1_000;
+/// Jobs that became final and what they measured (`None`: failed), in the order applied.
+pub(super) type Outcomes = Vec<(JobId, Option<f64>)>;
 
 /// The searches of one session.
 pub(super) struct SessionSearch {
     shapes: Vec<ShapeSearch>,
-    /// When outcomes were last read, and [`Inner::finished_changes`] then.
-    read_at_ms: i64,
-    finished_seen: u64,
+    /// The shape and candidate of each job.
+    by_job: HashMap<JobId, (usize, usize)>,
 }
 
 /// One shape's search and its jobs.
 struct ShapeSearch {
-    config: ConfigId,
     search: Search,
-    /// The job of each candidate, by its position in the space.
+    /// The job of each candidate, by its position in the space (a candidate without a job,
+    /// none having been loaded for it, counts as failed the moment it is proposed).
     jobs: Vec<Option<JobId>>,
-    by_job: HashMap<JobId, usize>,
     /// Budget spent and the rest skipped.
     done: bool,
 }
@@ -96,7 +95,7 @@ impl SessionSearch {
         let mut shapes = Vec::new();
         let mut configs: Vec<_> = by_config.into_iter().collect();
         configs.sort_by_key(|(c, _)| *c);
-        for (config, rows) in configs {
+        for (_, rows) in configs {
             if !rows.iter().any(|r| r.state == JobState::Held) {
                 continue;
             }
@@ -121,43 +120,30 @@ impl SessionSearch {
                     outcomes.push((c, o));
                 }
             }
-            // A candidate without a job (none was loaded for it) counts as tried and failed
-            // the moment it is proposed.
-            let by_job = jobs
-                .iter()
-                .enumerate()
-                .filter_map(|(c, j)| j.map(|j| (j, c)))
-                .collect();
             shapes.push(ShapeSearch {
-                config,
                 search: Search::resume(search, &space, &proposed, &outcomes),
                 jobs,
-                by_job,
                 done: false,
             });
         }
-        (!shapes.is_empty()).then_some(SessionSearch {
-            shapes,
-            read_at_ms: i64::MIN,
-            finished_seen: 0,
-        })
+        let by_job = shapes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                s.jobs
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(c, j)| j.map(|j| (j, (i, c))))
+            })
+            .collect();
+        (!shapes.is_empty()).then_some(SessionSearch { shapes, by_job })
     }
 
     /// Feeds the outcomes of finished jobs to their searches (each counted once).
-    fn observe(&mut self, rows: &[FinalResult]) {
-        let by_config: HashMap<ConfigId, usize> = self
-            .shapes
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.config, i))
-            .collect();
-        for r in rows {
-            let Some(&i) = by_config.get(&r.config) else {
-                continue;
-            };
-            let shape = &mut self.shapes[i];
-            if let (Some(&c), Some(o)) = (shape.by_job.get(&r.job), outcome_of(r)) {
-                shape.search.observe(c, o);
+    fn observe(&mut self, outcomes: &[(JobId, Option<f64>)]) {
+        for (job, time) in outcomes {
+            if let Some(&(i, c)) = self.by_job.get(job) {
+                self.shapes[i].search.observe(c, *time);
             }
         }
     }
@@ -223,27 +209,14 @@ impl Inner {
         let taken = self.searches.borrow_mut().remove(&session);
         let mut search = match taken {
             Some(Some(s)) => s,
-            Some(None) => {
-                self.searches.borrow_mut().insert(session, None);
-                return Ok(false);
-            }
+            Some(None) => return Ok(self.no_search(session)),
             None => match self.rebuild_search(session).await? {
                 Some(s) => s,
-                None => {
-                    self.searches.borrow_mut().insert(session, None);
-                    return Ok(false);
-                }
+                None => return Ok(self.no_search(session)),
             },
         };
-        let now = self.now();
-        let finished = self.finished_changes.get();
-        if search.outstanding() > 0
-            && (finished != search.finished_seen
-                || now.saturating_sub(search.read_at_ms) >= REREAD_MS)
-        {
-            search.observe(&self.store.final_results(session).await?);
-            (search.read_at_ms, search.finished_seen) = (now, finished);
-        }
+        let outcomes = self.outcomes.borrow_mut().remove(&session);
+        search.observe(&outcomes.unwrap_or_default());
         let room = self
             .config
             .search_in_flight
@@ -256,9 +229,40 @@ impl Inner {
                 .apply(&Batch::from_changes(chunk.to_vec()))
                 .await?;
         }
-        let keep = (!search.finished()).then_some(search);
-        self.searches.borrow_mut().insert(session, keep);
+        if search.finished() {
+            self.no_search(session);
+        } else {
+            self.searches.borrow_mut().insert(session, Some(search));
+        }
         Ok(moved)
+    }
+
+    /// Remembers that `session` has no search to drive (none, or every one ended), so that its
+    /// outcomes are no longer recorded; nothing moved.
+    fn no_search(&self, session: SessionId) -> bool {
+        self.searches.borrow_mut().insert(session, None);
+        self.outcomes.borrow_mut().remove(&session);
+        false
+    }
+
+    /// Records what a change into a final state tells `session`'s search, unless the session is
+    /// known to have none: the time of a measured job, `None` for a failure.
+    pub(super) fn record_outcome(&self, session: SessionId, change: &Change) {
+        if matches!(self.searches.borrow().get(&session), Some(None)) {
+            return;
+        }
+        let time = match (&change.transition.to, &change.result) {
+            (JobState::Evaluated, Some(r)) => match &r.outcome {
+                Outcome::Measured(m) => Some(m.time_us),
+                Outcome::Failed { .. } => None,
+            },
+            _ => None,
+        };
+        self.outcomes
+            .borrow_mut()
+            .entry(session)
+            .or_default()
+            .push((change.transition.job, time));
     }
 
     async fn rebuild_search(

@@ -97,7 +97,9 @@ pub struct Search {
 }
 
 impl Search {
-    /// A search that has proposed nothing yet.
+    /// A search that has proposed nothing yet. A strategy this build does not know (a spec
+    /// registered by a newer one; [`SearchSpec::new`] refuses it in a spec) searches at random
+    /// rather than stopping the Scheduler.
     pub fn new(spec: &SearchSpec, space: &Space) -> Search {
         let size = space.candidates.len();
         Search {
