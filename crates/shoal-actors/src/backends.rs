@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use shoal_backend::miopen::MiopenBackend;
+use shoal_backend::replay::ReplayTime;
 use shoal_backend::spec::{self, TuningSpec};
 use shoal_backend::SessionBackend;
 use shoal_model::{Backend, SessionId};
@@ -22,6 +23,8 @@ use crate::ActorError;
 pub struct SessionBackends {
     cache: Arc<Mutex<HashMap<SessionId, SessionBackend>>>,
     fin: PathBuf,
+    /// How long replay sessions' answers take on this worker (`--replay-time`).
+    replay_time: ReplayTime,
 }
 
 impl Default for SessionBackends {
@@ -36,7 +39,14 @@ impl SessionBackends {
         SessionBackends {
             cache: Arc::default(),
             fin,
+            replay_time: ReplayTime::Instant,
         }
+    }
+
+    /// How long the answers of replay sessions this process loads from the store take.
+    pub fn with_replay_time(mut self, replay_time: ReplayTime) -> Self {
+        self.replay_time = replay_time;
+        self
     }
 
     /// Registers a backend already built (the CLI that created the session has the spec).
@@ -65,9 +75,10 @@ impl SessionBackends {
                     max_candidates: u64::MAX,
                     ..spec::Limits::default()
                 };
-                let parsed =
+                let mut parsed =
                     spec::parse_with(&info.info.spec, Path::new(&info.info.spec_path), &limits)
                         .map_err(|e| ActorError::Other(format!("session {session}: {e}")))?;
+                parsed.replay_time = self.replay_time;
                 SessionBackend::Command(Arc::new(parsed))
             }
             Backend::Miopen => SessionBackend::Miopen(Arc::new(MiopenBackend::new(

@@ -23,6 +23,8 @@
 //! - [`library`] — the command backend's library mode: one runner process per device loads each
 //!   candidate's shared object (`include/shoal_kernel.h`), with crash and hang recovery.
 //! - [`miopen`] — the MIOpen backend: MIOpen's `fin`, run per (config, solver).
+//! - [`replay`] — the replay backend: a recorded space (T4 format) answers each candidate with
+//!   its recorded time or failure, at once or at the recorded pace scaled.
 //! - [`session`] — [`SessionBackend`], what the actors call whatever the backend is.
 
 pub mod child_env;
@@ -34,6 +36,7 @@ pub mod library;
 pub mod miopen;
 pub mod noop;
 pub mod process;
+pub mod replay;
 pub mod runner_slot;
 pub mod session;
 pub mod spec;

@@ -87,7 +87,10 @@ impl SessionBackend {
         ctx: &RunContext<'_>,
     ) -> Result<Artifact, (FailureKind, String)> {
         match self {
-            SessionBackend::Command(spec) => command::build(spec, compile, ctx.work_dir).await,
+            SessionBackend::Command(spec) => match &spec.replay {
+                Some(space) => crate::replay::build(space, compile, spec.replay_time).await,
+                None => command::build(spec, compile, ctx.work_dir).await,
+            },
             SessionBackend::Miopen(m) => m.build(step, config, compile, ctx).await,
             SessionBackend::Noop => Ok(crate::noop::build(compile).await),
         }
@@ -97,6 +100,9 @@ impl SessionBackend {
     pub async fn evaluate(&self, input: EvalInput<'_>, ctx: &RunContext<'_>) -> Outcome {
         match self {
             SessionBackend::Command(spec) => {
+                if let Some(space) = &spec.replay {
+                    return crate::replay::evaluate(space, input.compile, spec.replay_time).await;
+                }
                 // When and how long the evaluation held the device, kept with the measurement:
                 // what a GPU-busy figure is measured over (scripts/bench-gpu-tune), and where
                 // the time beyond the kernel's own went.
@@ -140,13 +146,14 @@ impl SessionBackend {
     /// The longest a build and a single evaluation may take, for leases.
     pub fn time_limits(&self) -> (Duration, Duration) {
         match self {
-            SessionBackend::Command(spec) => match spec.run.mode {
-                RunMode::Process => {
+            SessionBackend::Command(spec) => match (&spec.replay, spec.run.mode) {
+                (Some(space), _) => space.time_limits(spec.replay_time),
+                (None, RunMode::Process) => {
                     let runs = (spec.run.warmup + spec.run.repeat).max(1);
                     (spec.build.timeout, spec.run.timeout * runs)
                 }
                 // One call to the runner, plus starting a runner and a device context.
-                RunMode::Library => (spec.build.timeout, spec.run.timeout + RUNNER_START),
+                (None, RunMode::Library) => (spec.build.timeout, spec.run.timeout + RUNNER_START),
             },
             SessionBackend::Miopen(m) => (m.compile_timeout, m.eval_timeout),
             SessionBackend::Noop => (

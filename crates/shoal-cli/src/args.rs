@@ -366,6 +366,11 @@ pub struct TuneArgs {
     /// shapes, before the rules).
     #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES)]
     pub max_candidates: u64,
+    /// A replay spec (`backend = "replay"`): how long each recorded answer takes, `instant` or
+    /// `scaled:F`, the recorded compile and run times × F (e.g. scaled:0.01), to study
+    /// scheduling at the recording's pace.
+    #[arg(long, value_name = "instant|scaled:F", default_value = "instant")]
+    pub replay_time: shoal_backend::replay::ReplayTime,
 }
 
 /// The spec limits of a command, with `--max-candidates` applied.

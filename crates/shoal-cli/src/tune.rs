@@ -16,7 +16,9 @@ use crate::store_open::open_migrated;
 pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     // Everything about the spec is checked before anything is written.
     let limits = crate::args::spec_limits(args.max_candidates);
-    let spec = Arc::new(shoal_backend::spec::load_with(&args.spec, &limits)?);
+    let mut spec = shoal_backend::spec::load_with(&args.spec, &limits)?;
+    spec.replay_time = args.replay_time;
+    let spec = Arc::new(spec);
     for w in &spec.warnings {
         tracing::warn!("{w}");
     }

@@ -76,6 +76,11 @@ pub struct WorkerArgs {
     /// each batch learn more from the last.
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub search_in_flight: usize,
+    /// Sessions of the replay backend (`backend = "replay"`): how long each recorded answer
+    /// takes, `instant` or `scaled:F` (the recorded compile and run times × F), so that a fleet
+    /// replaying a space is as busy as the recording's devices were.
+    #[arg(long, value_name = "instant|scaled:F", default_value = "instant")]
+    pub replay_time: shoal_backend::replay::ReplayTime,
     /// Evaluate on N simulated GPUs (architecture `sim`, 1 unit) instead of this host's devices:
     /// a benchmark aid (`shoal bench fleet`), for sessions of the no-op backend, whose items
     /// sleep for their recorded time. Never on a real host.
@@ -137,7 +142,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     );
     let archs = compile_archs(&args, &*store).await?;
     let (work_dir, export_dir) = work_dirs(&args)?;
-    let backends = SessionBackends::new(crate::miopen::fin_path(settings.fin.clone()));
+    let backends = SessionBackends::new(crate::miopen::fin_path(settings.fin.clone()))
+        .with_replay_time(args.replay_time);
     let worker = cluster::start(
         store.clone(),
         bus.clone(),

@@ -59,6 +59,23 @@
 //! SPLIT_K = [1, 2]
 //! ```
 //!
+//! **Replaying a recorded space.** `backend = "replay"` with `space = "file.json.gz"` (a T4 file,
+//! gzip-compressed or not, relative to the spec) needs no command at all:
+//!
+//! ```toml
+//! name = "conv-a100"
+//! backend = "replay"
+//! space = "convolution_A100_T4.json.gz"
+//! [search]                          # optional, as for any spec
+//! strategy = "forest"
+//! budget = "5%"
+//! ```
+//!
+//! The file's parameters are the compile parameters, its configurations the only candidates,
+//! and there is one shape, `recorded = <file name>`. Each candidate is answered with its
+//! recorded time (or failure) by [`crate::replay`]. `[build]`, `[run]`, `[output]`, `sources`,
+//! `rules`, `flops`, shapes and `[params]` are refused in such a spec.
+//!
 //! **Library mode.** With `mode = "library"` the build writes a shared object exporting the
 //! entry points of `include/shoal_kernel.h` (`shoal_prepare`, `shoal_run`, `shoal_release`,
 //! `shoal_abi_version`), and there is no run command and no `[output]`: the device's runner
@@ -101,6 +118,7 @@ mod commands;
 mod error;
 mod files;
 mod raw;
+mod recorded;
 mod shapes;
 mod space;
 mod steps;
@@ -110,10 +128,13 @@ mod validate;
 #[cfg(test)]
 mod limit_tests;
 #[cfg(test)]
+mod replay_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use regex::Regex;
@@ -122,10 +143,12 @@ use shoal_model::search::SearchSpec;
 use shoal_model::Params;
 
 use crate::expr::Expr;
+use crate::replay::{ReplaySpace, ReplayTime};
 pub use check::shown;
 pub use commands::find_program;
 pub use error::{line_col, SpecError};
 pub use files::{MAX_SHAPES_BYTES, MAX_SOURCE_BYTES, MAX_SPEC_BYTES};
+pub use recorded::SHAPE_COLUMN as REPLAY_SHAPE_COLUMN;
 pub use template::{Piece, Template};
 
 /// Placeholder names that are not parameters.
@@ -162,6 +185,12 @@ pub struct TuningSpec {
     pub shapes_csv: Option<PathBuf>,
     /// Things worth telling the user that do not stop the load.
     pub warnings: Vec<String>,
+    /// The replay backend's recorded space (`backend = "replay"`): it answers every candidate,
+    /// and its configurations are the only candidates. `None`: the command backend.
+    pub replay: Option<Arc<ReplaySpace>>,
+    /// How long a replayed answer takes: the worker's choice (`--replay-time`), not part of the
+    /// spec's identity.
+    pub replay_time: ReplayTime,
 }
 
 /// The build step: an argv template and its timeout.
@@ -391,8 +420,11 @@ fn product(defs: &[ParamDef]) -> Vec<Params> {
 }
 
 impl TuningSpec {
-    /// Whether every rule holds for these values.
+    /// Whether every rule holds for these values (and, replaying, they were recorded).
     pub fn allows(&self, shape: &Params, compile: &Params, run: &Params) -> bool {
+        if let Some(replay) = &self.replay {
+            return replay.contains(compile);
+        }
         let lookup = |n: &str| {
             compile
                 .get_i64(n)

@@ -26,8 +26,13 @@ pub struct RawSpec {
     pub device: Option<Spanned<String>>,
     pub shapes_csv: Option<Spanned<String>>,
     pub shapes: Option<Spanned<Vec<Spanned<SpannedTable>>>>,
-    pub build: RawBuild,
-    pub run: RawRun,
+    /// `command` (the default) or `replay`.
+    pub backend: Option<Spanned<String>>,
+    /// The replay backend's recorded space.
+    pub space: Option<Spanned<String>>,
+    pub build: Option<Spanned<RawBuild>>,
+    #[serde(default)]
+    pub run: Option<Spanned<RawRun>>,
     pub output: Option<Spanned<RawOutput>>,
     pub search: Option<Spanned<RawSearch>>,
     #[serde(default)]

@@ -12,7 +12,7 @@ use toml::Spanned;
 
 use super::commands::{check_program, placeholder_rule, templates};
 use super::error::{Ctx, SpecError};
-use super::raw::{self, RawOutput, RawSpec};
+use super::raw::{self, RawBuild, RawOutput, RawRun, RawSpec};
 use super::template::Template;
 use super::validate::Origin;
 use super::{BuildSpec, DeviceClass, OutputSpec, RunMode, RunSpec, Statistic, TimeUnit};
@@ -24,6 +24,26 @@ pub(super) type Names = HashMap<String, (Origin, Range<usize>)>;
 /// A command's argv as written and its parsed templates.
 pub(super) type Command = (Vec<String>, Vec<Template>);
 
+/// The `[build]` section, which the command backend requires.
+fn required_build<'r>(ctx: Ctx, raw: &'r RawSpec) -> Result<&'r RawBuild, SpecError> {
+    raw.build.as_ref().map(|b| b.get_ref()).ok_or_else(|| {
+        ctx.field(
+            "build",
+            "no [build] section: give its `command` (or `backend = \"replay\"` with a `space`)",
+        )
+    })
+}
+
+/// The `[run]` section, which the command backend requires.
+fn required_run<'r>(ctx: Ctx, raw: &'r RawSpec) -> Result<&'r RawRun, SpecError> {
+    raw.run.as_ref().map(|r| r.get_ref()).ok_or_else(|| {
+        ctx.field(
+            "run",
+            "no [run] section: give its `command` or `mode = \"library\"`",
+        )
+    })
+}
+
 /// The build command: its argv, placeholders (compile parameters and the build's own) and
 /// program. A command that never names `{out}` is allowed, since the build may write to
 /// `$SHOAL_OUT`, but is warned about, as it is usually a mistake.
@@ -34,18 +54,19 @@ pub(super) fn build_command(
     dir: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<Command, SpecError> {
-    let build_argv = raw::command(ctx, "build.command", &raw.build.command)?;
+    let build = required_build(ctx, raw)?;
+    let build_argv = raw::command(ctx, "build.command", &build.command)?;
     let build_templates = templates(
         ctx,
         "build.command",
-        &raw.build.command,
+        &build.command,
         &build_argv,
         &placeholder_rule(names, true),
     )?;
     check_program(
         ctx,
         "build.command",
-        &raw.build.command,
+        &build.command,
         &build_templates[0],
         dir,
     )?;
@@ -67,7 +88,8 @@ pub(super) fn run_command(
     names: &Names,
     dir: &Path,
 ) -> Result<(RunMode, Command), SpecError> {
-    let mode = match &raw.run.mode {
+    let run = required_run(ctx, raw)?;
+    let mode = match &run.mode {
         None => RunMode::Process,
         Some(m) => RunMode::parse(m.get_ref()).ok_or_else(|| {
             ctx.at(
@@ -77,7 +99,7 @@ pub(super) fn run_command(
             )
         })?,
     };
-    let command = match (mode, &raw.run.command) {
+    let command = match (mode, &run.command) {
         (RunMode::Process, None) => {
             return Err(ctx.field(
                 "run.command",
@@ -151,7 +173,8 @@ pub(super) fn step_specs(
                 )),
             }
         };
-    let statistic = match &raw.run.statistic {
+    let (raw_build, raw_run) = (required_build(ctx, raw)?, required_run(ctx, raw)?);
+    let statistic = match &raw_run.statistic {
         None => Statistic::Median,
         Some(s) => Statistic::parse(s.get_ref()).ok_or_else(|| {
             ctx.at(
@@ -163,15 +186,15 @@ pub(super) fn step_specs(
     };
     let build = BuildSpec {
         argv: build_argv,
-        timeout: raw::timeout(ctx, "build.timeout_s", raw.build.timeout_s.as_ref(), 120)?,
+        timeout: raw::timeout(ctx, "build.timeout_s", raw_build.timeout_s.as_ref(), 120)?,
         templates: build_templates,
     };
     let run = RunSpec {
         mode,
         argv: run_argv,
-        timeout: raw::timeout(ctx, "run.timeout_s", raw.run.timeout_s.as_ref(), 60)?,
-        warmup: count(&raw.run.warmup, "run.warmup", 0, 0)?,
-        repeat: count(&raw.run.repeat, "run.repeat", 1, 1)?,
+        timeout: raw::timeout(ctx, "run.timeout_s", raw_run.timeout_s.as_ref(), 60)?,
+        warmup: count(&raw_run.warmup, "run.warmup", 0, 0)?,
+        repeat: count(&raw_run.repeat, "run.repeat", 1, 1)?,
         statistic,
         templates: run_templates,
     };

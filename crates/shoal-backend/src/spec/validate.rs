@@ -161,6 +161,27 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
     let dir = spec_dir(path);
     let mut warnings = Vec::new();
     let name = check_spec_name(ctx, &raw.name)?;
+    match &raw.backend {
+        None => {}
+        Some(b) if b.get_ref() == "command" => {}
+        Some(b) if b.get_ref() == "replay" => {
+            return super::recorded::parse(ctx, &raw, name, &dir, limits)
+        }
+        Some(b) => {
+            return Err(ctx.at(
+                b.span(),
+                "backend",
+                format!("`{}` is not one of command, replay", b.get_ref()),
+            ))
+        }
+    }
+    if let Some(space) = &raw.space {
+        return Err(ctx.at(
+            space.span(),
+            "space",
+            "`space` is the replay backend's recorded space: add `backend = \"replay\"`",
+        ));
+    }
 
     // Parameters and shape columns share one namespace. The space is counted before any
     // value list is built or any other file is read.
@@ -225,6 +246,8 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
         source_hashes,
         shapes_csv,
         warnings,
+        replay: None,
+        replay_time: Default::default(),
     };
     spec.warnings.extend(empty_shape_warnings(&spec));
     Ok(spec)

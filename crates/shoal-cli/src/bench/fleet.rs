@@ -163,7 +163,8 @@ async fn eval_times(args: &FleetArgs) -> anyhow::Result<Vec<u64>> {
 /// The evaluation time of every valid configuration of a T4 space: its runtimes summed (the
 /// timed runs of one candidate), in microseconds.
 fn space_times(path: &std::path::Path) -> anyhow::Result<Vec<u64>> {
-    let times: Vec<u64> = super::t4::read(path)?
+    let times: Vec<u64> = shoal_backend::replay::t4::read(path)
+        .map_err(anyhow::Error::msg)?
         .entries
         .iter()
         .filter(|e| e.valid)

@@ -28,7 +28,6 @@ mod cluster;
 pub mod fleet;
 mod netns;
 pub mod search;
-mod t4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {

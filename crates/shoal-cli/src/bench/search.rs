@@ -105,7 +105,7 @@ fn run(recorded: &Recorded, name: &str, seed: u64, budget: usize, batch: usize) 
 /// A T4 space as the strategies see it: each parameter's values (numbers in numeric order),
 /// every configuration a candidate, with its recorded time (`None`: failed).
 fn read(path: &Path) -> anyhow::Result<Recorded> {
-    let t4 = super::t4::read(path)?;
+    let t4 = shoal_backend::replay::t4::read(path).map_err(anyhow::Error::msg)?;
     let mut values: Vec<Vec<String>> = vec![Vec::new(); t4.names.len()];
     for e in &t4.entries {
         for (vs, v) in values.iter_mut().zip(&e.values) {

@@ -1,0 +1,160 @@
+//! The replay backend in a real tuning: `shoal tune` of a spec that names a recorded space (T4
+//! format, written here with a known optimum and recorded failures) answers every candidate
+//! from the recording. Exhaustively, the winner is the recorded optimum and each recorded
+//! failure comes back as its kind; with a search, exactly the budget is tried; and the
+//! recording is what `shoal export --format t4` writes back.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use shoal_model::{FailureKind, JobState, Outcome};
+
+/// 12 × 10 configurations, time `1 + (A-7)² + (B-3)²` ms: the optimum is A=7, B=3 at 1 ms.
+/// A=1 failed to compile, A=2 with B=0 failed at run time, and A=12, B=9 was never recorded.
+fn write_space(path: &Path) {
+    let mut results = Vec::new();
+    for a in 1..=12i64 {
+        for b in 0..10i64 {
+            if (a, b) == (12, 9) {
+                continue;
+            }
+            let t = 1.0 + ((a - 7) * (a - 7) + (b - 3) * (b - 3)) as f64;
+            let invalidity = match (a, b) {
+                (1, _) => "compile",
+                (2, 0) => "runtime",
+                _ => "correct",
+            };
+            let valid = invalidity == "correct";
+            results.push(serde_json::json!({
+                "configuration": {"A": a, "B": b},
+                "invalidity": invalidity,
+                "times": {
+                    "compilation": 500.0,
+                    "runtimes": if valid { vec![t, t * 1.01, t * 0.99] } else { vec![] },
+                },
+                "measurements": if valid {
+                    vec![serde_json::json!({"name": "time", "value": t, "unit": "ms"})]
+                } else {
+                    vec![]
+                },
+                "objectives": ["time"],
+            }));
+        }
+    }
+    let doc = serde_json::json!({"schema_version": "1.0.0", "metadata": {"timeunit": "milliseconds"}, "results": results});
+    std::fs::write(path, serde_json::to_vec(&doc).unwrap()).unwrap();
+}
+
+fn write_spec(dir: &Path, search: &str) {
+    write_space(&dir.join("space.json"));
+    std::fs::write(
+        dir.join("spec.toml"),
+        format!("name = \"replayed\"\nbackend = \"replay\"\nspace = \"space.json\"\n{search}"),
+    )
+    .unwrap();
+}
+
+fn tune(dir: &Path) {
+    let out = common::shoal(dir)
+        .args(["tune", "spec.toml", "--db", "t.db", "--out", "out"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_exhaustive_replay_finds_the_recorded_optimum_and_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_spec(d, "");
+    tune(d);
+    let results = common::final_results(&d.join("t.db"));
+    assert_eq!(
+        results.len(),
+        119,
+        "every recorded configuration, and only those"
+    );
+    let mut kinds = BTreeMap::new();
+    let mut best = (f64::MAX, String::new());
+    for r in &results {
+        match (&r.outcome, r.failure) {
+            (Some(Outcome::Measured(m)), _) => {
+                assert_eq!(m.samples_us.len(), 3, "the recorded runs");
+                if m.time_us < best.0 {
+                    best = (m.time_us, r.compile_params.key());
+                }
+            }
+            (_, Some(kind)) => *kinds.entry(kind).or_insert(0) += 1,
+            other => panic!("job {:?} ended {:?} with {other:?}", r.job, r.state),
+        }
+    }
+    assert_eq!(best, (1000.0, "A=7,B=3".to_string()));
+    assert_eq!(
+        kinds,
+        BTreeMap::from([(FailureKind::BuildFailed, 10), (FailureKind::RunFailed, 1)])
+    );
+    let csv = std::fs::read_to_string(d.join("out/tuned.csv")).unwrap();
+    let winner = csv.lines().nth(1).unwrap();
+    assert!(winner.contains(",7,3,1000.000"), "{csv}");
+
+    // Written back as a recorded space, the session is the recording's correct part again.
+    let out = common::shoal(d)
+        .args([
+            "export",
+            "--db",
+            "t.db",
+            "--session",
+            "1",
+            "--format",
+            "t4",
+            "--out",
+            "t4",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Vec<_> = std::fs::read_dir(d.join("t4"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let again = shoal_backend::replay::t4::read(&written[0]).unwrap();
+    let valid: Vec<_> = again.entries.iter().filter(|e| e.valid).collect();
+    assert_eq!(valid.len(), 108);
+    let best = valid
+        .iter()
+        .map(|e| e.time_ms.unwrap())
+        .fold(f64::MAX, f64::min);
+    assert!((best - 1.0).abs() < 1e-9, "{best}");
+}
+
+#[test]
+fn a_searched_replay_tries_exactly_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_spec(
+        d,
+        "[search]\nstrategy = \"forest\"\nbudget = 30\nseed = 7\n",
+    );
+    tune(d);
+    let results = common::final_results(&d.join("t.db"));
+    let tried = results
+        .iter()
+        .filter(|r| matches!(r.state, JobState::Evaluated | JobState::Errored))
+        .count();
+    let skipped = results
+        .iter()
+        .filter(|r| r.state == JobState::Skipped)
+        .count();
+    assert_eq!((tried, skipped), (30, 89));
+}
