@@ -167,6 +167,9 @@ mod tests {
             valid: u32::from(time.is_some()),
             failures: BTreeMap::new(),
             pending: 0,
+            runner_up: None,
+            runner_up_us: None,
+            tie: false,
         }
     }
 

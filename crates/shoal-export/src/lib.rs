@@ -49,6 +49,15 @@ pub struct TunedRow {
     pub failures: BTreeMap<String, u32>,
     /// Candidates not finished yet.
     pub pending: u32,
+    /// The second-best valid candidate's parameters and time.
+    #[serde(default)]
+    pub runner_up: Option<Params>,
+    #[serde(default)]
+    pub runner_up_us: Option<f64>,
+    /// The winner's lead over the runner-up is within the noise of their timed runs
+    /// ([`shoal_model::repeats::relative_noise`]): another tuning may well pick the runner-up.
+    #[serde(default)]
+    pub tie: bool,
 }
 
 impl TunedRow {
@@ -85,15 +94,23 @@ pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedR
                 valid: 0,
                 failures: BTreeMap::new(),
                 pending: 0,
+                runner_up: None,
+                runner_up_us: None,
+                tie: false,
             };
+            // The two fastest, with their runs: the winner and its runner-up.
+            let mut top: Vec<(&FinalResult, &shoal_model::Measurement)> = Vec::new();
             for r in &rs {
                 match (&r.state, &r.outcome) {
                     (JobState::Evaluated, Some(Outcome::Measured(m))) => {
                         row.valid += 1;
-                        if row.time_us.is_none_or(|t| m.time_us < t) {
-                            row.time_us = Some(m.time_us);
-                            row.spread_pct = spread_pct(&m.samples_us);
-                            row.best = Some(r.compile_params.chain(&r.run_params));
+                        let at = top
+                            .iter()
+                            .position(|(_, t)| m.time_us < t.time_us)
+                            .unwrap_or(top.len());
+                        if at < 2 {
+                            top.insert(at, (r, m));
+                            top.truncate(2);
                         }
                         if row.slowest_valid_us.is_none_or(|t| m.time_us > t) {
                             row.slowest_valid_us = Some(m.time_us);
@@ -113,6 +130,16 @@ pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedR
                     _ => row.pending += 1,
                 }
             }
+            if let Some((r, m)) = top.first() {
+                row.time_us = Some(m.time_us);
+                row.spread_pct = spread_pct(&m.samples_us);
+                row.best = Some(r.compile_params.chain(&r.run_params));
+            }
+            if let [(_, w), (r, m)] = top[..] {
+                row.runner_up = Some(r.compile_params.chain(&r.run_params));
+                row.runner_up_us = Some(m.time_us);
+                row.tie = is_tie(w, m);
+            }
             row.gflops = match (row.time_us, (ctx.flops)(&row.shape)) {
                 (Some(t), Some(f)) if t > 0.0 => Some(f / (t * 1e3)),
                 _ => None,
@@ -120,6 +147,19 @@ pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedR
             row
         })
         .collect()
+}
+
+/// Whether a winner's lead over its runner-up is within the noise of either's median (the
+/// measure adaptive repetitions run to); with a single run each there is no noise to tell, and
+/// no tie is claimed.
+fn is_tie(winner: &shoal_model::Measurement, runner_up: &shoal_model::Measurement) -> bool {
+    use shoal_model::repeats::relative_noise;
+    let noise = [&winner.samples_us, &runner_up.samples_us]
+        .iter()
+        .map(|s| relative_noise(s))
+        .filter(|n| n.is_finite())
+        .fold(0.0, f64::max);
+    winner.time_us > 0.0 && runner_up.time_us / winner.time_us - 1.0 <= noise
 }
 
 /// The spread of a candidate's timed runs: slowest over fastest, less one, in percent; `None`
@@ -150,8 +190,10 @@ fn param_columns(rows: &[TunedRow]) -> Vec<String> {
     cols
 }
 
-/// Writes the tuned table as CSV: `arch,cu_num,<shape…>,<params…>,us,gflops,speedup`. Problems
-/// with no valid candidate are left out (as aiter does); they are in the JSON with their failures.
+/// Writes the tuned table as CSV: `arch,cu_num,<shape…>,<params…>,us,gflops,speedup,spread_pct,
+/// tie_with` (the last two: the winner's run-to-run spread, and the runner-up's parameters when
+/// the winner's lead is within the noise). Problems with no valid candidate are left out (as
+/// aiter does); they are in the JSON with their failures.
 pub fn write_csv(
     ctx: &TableContext<'_>,
     rows: &[TunedRow],
@@ -162,7 +204,7 @@ pub fn write_csv(
     let mut header: Vec<String> = vec!["arch".into(), "cu_num".into()];
     header.extend(ctx.shape_columns.iter().cloned());
     header.extend(params.iter().cloned());
-    header.extend(["us".into(), "gflops".into(), "speedup".into()]);
+    header.extend(["us", "gflops", "speedup", "spread_pct", "tie_with"].map(String::from));
     w.write_record(&header)?;
     for r in rows {
         let Some(best) = &r.best else { continue };
@@ -176,6 +218,15 @@ pub fn write_csv(
         rec.push(format!("{:.3}", r.time_us.unwrap_or(f64::NAN)));
         rec.push(r.gflops.map(|g| format!("{g:.3}")).unwrap_or_default());
         rec.push(r.speedup().map(|s| format!("{s:.2}")).unwrap_or_default());
+        rec.push(r.spread_pct.map(|s| format!("{s:.2}")).unwrap_or_default());
+        rec.push(match (&r.runner_up, r.tie) {
+            (Some(p), true) => p
+                .iter()
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => String::new(),
+        });
         w.write_record(&rec)?;
     }
     w.flush()?;
@@ -243,7 +294,11 @@ pub fn render_table(ctx: &TableContext<'_>, rows: &[TunedRow]) -> String {
                     .to_string(),
             );
         }
-        l.push(r.time_us.map(|t| format!("{t:.1}")).unwrap_or("-".into()));
+        l.push(
+            r.time_us
+                .map(|t| format!("{t:.1}{}", if r.tie { " (tie)" } else { "" }))
+                .unwrap_or("-".into()),
+        );
         l.push(r.gflops.map(|g| format!("{g:.2}")).unwrap_or("-".into()));
         l.push(r.speedup().map(|s| format!("{s:.1}")).unwrap_or("-".into()));
         l.push(format!("{}/{}", r.valid, r.candidates));
@@ -391,9 +446,50 @@ mod tests {
         let csv = String::from_utf8(csv).unwrap();
         assert_eq!(
             csv,
-            "arch,cu_num,M,N,BM,us,gflops,speedup\nx86_64,2,100,64,32,10.000,1.280,4.00\n"
+            "arch,cu_num,M,N,BM,us,gflops,speedup,spread_pct,tie_with\nx86_64,2,100,64,32,10.000,1.280,4.00,,\n"
         );
         let table = render_table(&ctx, &rows);
         assert!(table.contains("wrong_answer:1"), "{table}");
+    }
+
+    #[test]
+    fn a_winner_within_the_noise_of_its_runner_up_is_a_tie() {
+        let cols = vec!["M".to_string()];
+        let ctx = TableContext {
+            arch: "x86_64",
+            num_cu: 2,
+            shape_columns: &cols,
+            flops: &|_| None,
+        };
+        let with_runs = |job, bm: &str, runs: &[f64]| {
+            let mut r = result(job, 1, bm, Some(0.0), None);
+            r.outcome = Some(Outcome::Measured(Measurement {
+                time_us: shoal_model::repeats::median(runs),
+                samples_us: runs.to_vec(),
+                workspace: 0,
+                details: Default::default(),
+            }));
+            r
+        };
+        // 100 ± 4 against 101 ± 4: a 1 % lead inside the noise.
+        let noisy = [
+            with_runs(1, "64", &[101.0, 105.0, 97.0]),
+            with_runs(2, "32", &[100.0, 104.0, 96.0]),
+            with_runs(3, "16", &[150.0, 151.0, 149.0]),
+        ];
+        let rows = tuned_rows(&ctx, &noisy);
+        assert_eq!(rows[0].best, Some(params(&[("BM", "32")])));
+        assert_eq!(rows[0].runner_up, Some(params(&[("BM", "64")])));
+        assert_eq!(rows[0].runner_up_us, Some(101.0));
+        assert!(rows[0].tie);
+        let mut csv = Vec::new();
+        write_csv(&ctx, &rows, &mut csv).unwrap();
+        assert!(String::from_utf8(csv).unwrap().ends_with(",8.33,BM=64\n"));
+        // The same lead with steady runs is a win.
+        let steady = [
+            with_runs(1, "64", &[101.0, 101.1, 100.9]),
+            with_runs(2, "32", &[100.0, 100.1, 99.9]),
+        ];
+        assert!(!tuned_rows(&ctx, &steady)[0].tie);
     }
 }

@@ -20,6 +20,7 @@ pub mod outcome;
 pub mod params;
 pub mod queue;
 pub mod record;
+pub mod repeats;
 pub mod search;
 pub mod state;
 pub mod steps;

@@ -16,11 +16,13 @@
 //! [`Outcome`]s.
 
 mod artifact;
+pub mod leaders;
 
 pub use artifact::{pack, sha256_hex, unpack, Artifact, ArtifactCache};
 
 use std::path::Path;
 
+use shoal_model::repeats::Next;
 use shoal_model::{FailureKind, Measurement, Outcome, Params};
 
 use crate::failure::{failure_kind, missing_output, ChildFate, ChildStep};
@@ -242,13 +244,22 @@ pub async fn evaluate(
     tracing::debug!(spec = %spec.name, shape = %shape, compile = %compile, run = %run, ?argv, "evaluate");
 
     let (warmup, repeat) = (spec.run.warmup, spec.run.repeat);
+    let shape_key = shape.key();
+    let best = spec.leaders.best(&shape_key);
     let mut samples = Vec::with_capacity(repeat as usize);
+    let mut stopped = None;
     for i in 0..warmup + repeat {
         let timed = i >= warmup;
-        let which = if timed {
-            format!("timed run {} of {repeat}", i - warmup + 1)
-        } else {
-            format!("warm-up run {} of {warmup}", i + 1)
+        if let (true, Some(adaptive)) = (timed, &spec.run.adaptive) {
+            if let Next::Stop(why) = adaptive.next(&samples, best) {
+                stopped = Some(why);
+                break;
+            }
+        }
+        let which = match (timed, spec.run.adaptive) {
+            (true, None) => format!("timed run {} of {repeat}", i - warmup + 1),
+            (true, Some(_)) => format!("timed run {} of at most {repeat}", i - warmup + 1),
+            (false, _) => format!("warm-up run {} of {warmup}", i + 1),
         };
         let out = match process::run(&child).await {
             Ok(out) => out,
@@ -265,10 +276,18 @@ pub async fn evaluate(
             Err((kind, detail)) => return Outcome::failed(kind, detail),
         }
     }
+    let time_us = spec.run.statistic.apply(&samples);
+    let mut details = Params::new();
+    if spec.run.adaptive.is_some() {
+        spec.leaders.offer(&shape_key, time_us);
+        // Why the runs stopped where they did: `cap` when the most runs were spent.
+        let why = stopped.unwrap_or(shoal_model::repeats::Stop::Cap);
+        details.push("adaptive", why.as_str());
+    }
     Outcome::Measured(Measurement {
-        time_us: spec.run.statistic.apply(&samples),
+        time_us,
         samples_us: samples,
         workspace: 0,
-        details: Default::default(),
+        details,
     })
 }

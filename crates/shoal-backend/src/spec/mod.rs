@@ -40,7 +40,11 @@
 //! command = "{artifact} {M} {N} {K}"  # process mode only
 //! timeout_s = 10                    # per run; default 60
 //! warmup = 1                        # untimed runs first; default 0
-//! repeat = 3                        # timed runs; default 1
+//! repeat = 3                        # timed runs; default 1; or "adaptive" (process mode):
+//!                                   # 3 runs each, a clearly slower candidate (fastest run 5 %
+//!                                   # beyond its shape's best so far) stops there, a close one
+//!                                   # runs on until apart from the best by more than its noise
+//! max_repeat = 15                   # with "adaptive": the most runs a candidate gets
 //! statistic = "median"              # median | min | mean; default median
 //!
 //! [output]                          # optional section
@@ -191,6 +195,9 @@ pub struct TuningSpec {
     /// How long a replayed answer takes: the worker's choice (`--replay-time`), not part of the
     /// spec's identity.
     pub replay_time: ReplayTime,
+    /// Each shape's best time measured by this process, for `repeat = "adaptive"`: state of
+    /// the process, shared by every evaluator holding this spec, not part of its identity.
+    pub leaders: Arc<crate::command::leaders::Leaders>,
 }
 
 /// The build step: an argv template and its timeout.
@@ -249,7 +256,10 @@ pub struct RunSpec {
     /// one problem (loading, warm-up and timed runs together).
     pub timeout: Duration,
     pub warmup: u32,
+    /// Timed runs; with `adaptive`, the most a candidate gets.
     pub repeat: u32,
+    /// `repeat = "adaptive"`: runs decided one by one against the shape's best so far.
+    pub adaptive: Option<shoal_model::repeats::AdaptiveRepeat>,
     pub statistic: Statistic,
     templates: Vec<Template>,
 }

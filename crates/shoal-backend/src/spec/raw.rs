@@ -61,7 +61,10 @@ pub struct RawRun {
     pub command: Option<Spanned<Value>>,
     pub timeout_s: Option<Spanned<Value>>,
     pub warmup: Option<Spanned<i64>>,
-    pub repeat: Option<Spanned<i64>>,
+    /// A count, or `"adaptive"`.
+    pub repeat: Option<Spanned<Value>>,
+    /// With `repeat = "adaptive"`: the most timed runs a candidate gets.
+    pub max_repeat: Option<Spanned<i64>>,
     pub statistic: Option<Spanned<String>>,
 }
 

@@ -103,6 +103,7 @@ pub(super) fn parse(
             timeout: run_timeout.max(Duration::from_secs(1)),
             warmup: 0,
             repeat: 1,
+            adaptive: None,
             statistic: Statistic::Median,
             templates: Vec::new(),
         },
@@ -128,6 +129,7 @@ pub(super) fn parse(
         warnings: Vec::new(),
         replay: Some(Arc::new(replay)),
         replay_time: ReplayTime::Instant,
+        leaders: Default::default(),
     })
 }
 

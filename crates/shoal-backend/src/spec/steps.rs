@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use regex::Regex;
+use shoal_model::repeats::AdaptiveRepeat;
 use shoal_model::search::{Budget, SearchSpec};
 use toml::Spanned;
 
@@ -151,6 +152,62 @@ pub(super) fn device(ctx: Ctx, raw: &RawSpec) -> Result<DeviceClass, SpecError> 
     }
 }
 
+/// `repeat` and `max_repeat`: a fixed count of timed runs, or `"adaptive"` with its cap (the
+/// count the time limits allow for). Adaptive repetitions need a run per process: in library
+/// mode the runner times `repeat` runs in one call.
+fn repeats(
+    ctx: Ctx,
+    run: &RawRun,
+    mode: RunMode,
+) -> Result<(u32, Option<AdaptiveRepeat>), SpecError> {
+    let bounded = |v: &Spanned<i64>, field: &str, min: i64| -> Result<u32, SpecError> {
+        let n = *v.get_ref();
+        if (min..=1_000_000).contains(&n) {
+            Ok(n as u32)
+        } else {
+            Err(ctx.at(
+                v.span(),
+                field,
+                format!("must be between {min} and 1000000, found {n}"),
+            ))
+        }
+    };
+    let Some(repeat) = &run.repeat else {
+        if let Some(m) = &run.max_repeat {
+            return Err(ctx.at(m.span(), "run.max_repeat", "needs `repeat = \"adaptive\"`"));
+        }
+        return Ok((1, None));
+    };
+    match repeat.get_ref() {
+        toml::Value::Integer(n) => {
+            if let Some(m) = &run.max_repeat {
+                return Err(ctx.at(m.span(), "run.max_repeat", "needs `repeat = \"adaptive\"`"));
+            }
+            bounded(&Spanned::new(repeat.span(), *n), "run.repeat", 1).map(|n| (n, None))
+        }
+        toml::Value::String(s) if s == "adaptive" => {
+            if mode == RunMode::Library {
+                return Err(ctx.at(
+                    repeat.span(),
+                    "run.repeat",
+                    "adaptive repetitions decide run by run, and a library-mode runner times \
+                     `repeat` runs in one call: give a count",
+                ));
+            }
+            let mut adaptive = AdaptiveRepeat::DEFAULT;
+            if let Some(m) = &run.max_repeat {
+                adaptive.max_runs = bounded(m, "run.max_repeat", i64::from(adaptive.min_runs))?;
+            }
+            Ok((adaptive.max_runs, Some(adaptive)))
+        }
+        other => Err(ctx.at(
+            repeat.span(),
+            "run.repeat",
+            format!("a count such as 5, or \"adaptive\", not {other}"),
+        )),
+    }
+}
+
 /// The two steps from their checked commands, with their timeouts, the run counts and the
 /// statistic. A count is bounded so that a typo cannot make one candidate run for days.
 pub(super) fn step_specs(
@@ -189,12 +246,14 @@ pub(super) fn step_specs(
         timeout: raw::timeout(ctx, "build.timeout_s", raw_build.timeout_s.as_ref(), 120)?,
         templates: build_templates,
     };
+    let (repeat, adaptive) = repeats(ctx, raw_run, mode)?;
     let run = RunSpec {
         mode,
         argv: run_argv,
         timeout: raw::timeout(ctx, "run.timeout_s", raw_run.timeout_s.as_ref(), 60)?,
         warmup: count(&raw_run.warmup, "run.warmup", 0, 0)?,
-        repeat: count(&raw_run.repeat, "run.repeat", 1, 1)?,
+        repeat,
+        adaptive,
         statistic,
         templates: run_templates,
     };

@@ -248,6 +248,7 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
         warnings,
         replay: None,
         replay_time: Default::default(),
+        leaders: Default::default(),
     };
     spec.warnings.extend(empty_shape_warnings(&spec));
     Ok(spec)
