@@ -45,15 +45,7 @@ fn slower_candidates_stop_early_and_the_leaders_run_to_a_tie() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write(d);
-    let out = common::shoal(d)
-        .args(["tune", "spec.toml", "--db", "t.db", "--out", "out"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(common::shoal(d).args(["tune", "spec.toml", "--db", "t.db", "--out", "out"]));
     let mut runs = std::collections::BTreeMap::new();
     for r in common::final_results(&d.join("t.db")) {
         let Some(Outcome::Measured(m)) = &r.outcome else {

@@ -57,15 +57,7 @@ fn write_spec(dir: &Path, search: &str) {
 }
 
 fn tune(dir: &Path) {
-    let out = common::shoal(dir)
-        .args(["tune", "spec.toml", "--db", "t.db", "--out", "out"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(common::shoal(dir).args(["tune", "spec.toml", "--db", "t.db", "--out", "out"]));
 }
 
 #[test]
@@ -104,25 +96,17 @@ fn an_exhaustive_replay_finds_the_recorded_optimum_and_failures() {
     assert!(winner.contains(",7,3,1000.000"), "{csv}");
 
     // Written back as a recorded space, the session is the recording's correct part again.
-    let out = common::shoal(d)
-        .args([
-            "export",
-            "--db",
-            "t.db",
-            "--session",
-            "1",
-            "--format",
-            "t4",
-            "--out",
-            "t4",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(common::shoal(d).args([
+        "export",
+        "--db",
+        "t.db",
+        "--session",
+        "1",
+        "--format",
+        "t4",
+        "--out",
+        "t4",
+    ]));
     let written: Vec<_> = std::fs::read_dir(d.join("t4"))
         .unwrap()
         .map(|e| e.unwrap().path())

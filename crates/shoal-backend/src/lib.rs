@@ -22,6 +22,8 @@
 //!   (warm-up and timed runs of one candidate on one shape, a process per run).
 //! - [`library`] — the command backend's library mode: one runner process per device loads each
 //!   candidate's shared object (`include/shoal_kernel.h`), with crash and hang recovery.
+//! - [`leaders`] — each shape's best time seen by this process, what `repeat = "adaptive"`
+//!   weighs a candidate's runs against (a leaf: `spec` holds a board, `command` reads it).
 //! - [`miopen`] — the MIOpen backend: MIOpen's `fin`, run per (config, solver).
 //! - [`replay`] — the replay backend: a recorded space (T4 format) answers each candidate with
 //!   its recorded time or failure, at once or at the recorded pace scaled.
@@ -32,6 +34,7 @@ pub mod command;
 pub mod context;
 pub mod expr;
 pub mod failure;
+pub mod leaders;
 pub mod library;
 pub mod miopen;
 pub mod noop;

@@ -16,7 +16,6 @@
 //! [`Outcome`]s.
 
 mod artifact;
-pub mod leaders;
 
 pub use artifact::{pack, sha256_hex, unpack, Artifact, ArtifactCache};
 

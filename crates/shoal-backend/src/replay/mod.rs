@@ -125,14 +125,9 @@ impl ReplaySpace {
         })
     }
 
-    /// How many configurations were recorded.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether nothing was recorded (never, for a space [`ReplaySpace::new`] accepted).
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+    /// Every recorded configuration, in the file's order.
+    pub fn entries(&self) -> &[t4::Entry] {
+        &self.entries
     }
 
     /// The recorded entry of a candidate's compile parameters.

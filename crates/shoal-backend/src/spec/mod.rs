@@ -197,7 +197,7 @@ pub struct TuningSpec {
     pub replay_time: ReplayTime,
     /// Each shape's best time measured by this process, for `repeat = "adaptive"`: state of
     /// the process, shared by every evaluator holding this spec, not part of its identity.
-    pub leaders: Arc<crate::command::leaders::Leaders>,
+    pub leaders: Arc<crate::leaders::Leaders>,
 }
 
 /// The build step: an argv template and its timeout.
@@ -302,16 +302,7 @@ impl Statistic {
         match self {
             Statistic::Min => samples.iter().copied().fold(f64::INFINITY, f64::min),
             Statistic::Mean => samples.iter().sum::<f64>() / samples.len() as f64,
-            Statistic::Median => {
-                let mut s = samples.to_vec();
-                s.sort_by(f64::total_cmp);
-                let n = s.len();
-                if n % 2 == 1 {
-                    s[n / 2]
-                } else {
-                    (s[n / 2 - 1] + s[n / 2]) / 2.0
-                }
-            }
+            Statistic::Median => shoal_model::repeats::median(samples),
         }
     }
 }

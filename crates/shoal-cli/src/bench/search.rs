@@ -102,41 +102,26 @@ fn run(recorded: &Recorded, name: &str, seed: u64, budget: usize, batch: usize) 
     best
 }
 
-/// A T4 space as the strategies see it: each parameter's values (numbers in numeric order),
-/// every configuration a candidate, with its recorded time (`None`: failed).
+/// A T4 space as the strategies see it: each parameter's values (numbers in numeric order, as
+/// the replay backend orders them), every configuration a candidate, with its recorded time
+/// (`None`: failed).
 fn read(path: &Path) -> anyhow::Result<Recorded> {
     let t4 = shoal_backend::replay::t4::read(path).map_err(anyhow::Error::msg)?;
-    let mut values: Vec<Vec<String>> = vec![Vec::new(); t4.names.len()];
-    for e in &t4.entries {
-        for (vs, v) in values.iter_mut().zip(&e.values) {
-            if !vs.contains(v) {
-                vs.push(v.clone());
-            }
-        }
-    }
-    for vs in &mut values {
-        vs.sort_by(|a, b| match (a.parse::<f64>(), b.parse::<f64>()) {
-            (Ok(x), Ok(y)) => x.total_cmp(&y),
-            _ => a.cmp(b),
-        });
-    }
-    let candidates = t4
-        .entries
+    let space = shoal_backend::replay::ReplaySpace::new(t4)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let values = &space.values;
+    let candidates = space
+        .entries()
         .iter()
         .map(|e| {
             e.values
                 .iter()
-                .zip(&values)
+                .zip(values)
                 .map(|(v, vs)| vs.iter().position(|x| x == v).unwrap_or(0) as u16)
                 .collect()
         })
         .collect();
-    let times: Vec<Option<f64>> = t4.entries.iter().map(|e| e.time_ms).collect();
-    anyhow::ensure!(
-        times.iter().any(Option::is_some),
-        "{}: no valid configuration",
-        path.display()
-    );
+    let times: Vec<Option<f64>> = space.entries().iter().map(|e| e.time_ms).collect();
     Ok(Recorded {
         space: Space {
             sizes: values.iter().map(Vec::len).collect(),
