@@ -243,8 +243,9 @@ pub async fn evaluate(
     tracing::debug!(spec = %spec.name, shape = %shape, compile = %compile, run = %run, ?argv, "evaluate");
 
     let (warmup, repeat) = (spec.run.warmup, spec.run.repeat);
-    let shape_key = shape.key();
-    let best = spec.leaders.best(&shape_key);
+    // Only adaptive repetitions consult the board: a fixed count costs no lock or key.
+    let shape_key = spec.run.adaptive.map(|_| shape.key());
+    let best = shape_key.as_deref().and_then(|k| spec.leaders.best(k));
     let mut samples = Vec::with_capacity(repeat as usize);
     let mut stopped = None;
     for i in 0..warmup + repeat {
@@ -277,8 +278,8 @@ pub async fn evaluate(
     }
     let time_us = spec.run.statistic.apply(&samples);
     let mut details = Params::new();
-    if spec.run.adaptive.is_some() {
-        spec.leaders.offer(&shape_key, time_us);
+    if let Some(shape_key) = &shape_key {
+        spec.leaders.offer(shape_key, time_us);
         // Why the runs stopped where they did: `cap` when the most runs were spent.
         let why = stopped.unwrap_or(shoal_model::repeats::Stop::Cap);
         details.push("adaptive", why.as_str());
