@@ -25,7 +25,7 @@ fn winners(table: &Value) -> Vec<&Value> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["time_us"].is_number())
+        .filter(|r| r["us"].is_number())
         .collect()
 }
 
@@ -56,11 +56,11 @@ fn a_regression_fails_the_gate_and_the_better_winners_are_kept() {
     let mut new = old.clone();
     let times: Vec<f64> = winners(&old)
         .iter()
-        .map(|r| r["time_us"].as_f64().unwrap())
+        .map(|r| r["us"].as_f64().unwrap())
         .collect();
     assert_eq!(times.len(), 2, "both shapes have a winner");
     for (i, factor) in [(0, 1.5), (1, 0.5)] {
-        new.as_array_mut().unwrap()[i]["time_us"] = Value::from(times[i] * factor);
+        new.as_array_mut().unwrap()[i]["us"] = Value::from(times[i] * factor);
     }
     std::fs::create_dir(d.join("new")).unwrap();
     std::fs::write(d.join("new/tuned.json"), new.to_string()).unwrap();
@@ -86,7 +86,7 @@ fn a_regression_fails_the_gate_and_the_better_winners_are_kept() {
         serde_json::from_str(&std::fs::read_to_string(d.join("kept/tuned.json")).unwrap()).unwrap();
     let kept_times: Vec<f64> = winners(&kept)
         .iter()
-        .map(|r| r["time_us"].as_f64().unwrap())
+        .map(|r| r["us"].as_f64().unwrap())
         .collect();
     assert_eq!(kept_times, [times[0], times[1] * 0.5], "the better of each");
     assert!(d.join("kept/tuned.csv").exists());

@@ -72,4 +72,32 @@ fn every_fault_is_recorded_with_its_kind_and_tuning_completes() {
     assert!(common::result_rows_per_job(&dir.path().join("t.db"))
         .iter()
         .all(|(_, n)| *n == 1));
+
+    // `status` counts the failures by kind, each with one of its messages.
+    let status = common::run_ok(common::shoal(dir.path()).args(["--db", "t.db", "status"]));
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("failures by kind"), "{status}");
+    let crashed_line = status
+        .lines()
+        .find(|l| l.trim_start().starts_with("crashed"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(crashed_line.contains("SIGSEGV"), "{status}");
+    let json = common::run_ok(common::shoal(dir.path()).args(["--db", "t.db", "status", "--json"]));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["states"]["evaluated"], 6, "{json}");
+    let kinds: Vec<(&str, u64)> = json["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap(), f["count"].as_u64().unwrap()))
+        .collect();
+    for kind in [
+        "build_failed",
+        "crashed",
+        "run_failed",
+        "timeout",
+        "wrong_answer",
+    ] {
+        assert!(kinds.contains(&(kind, 2)), "{kind}: {json}");
+    }
 }

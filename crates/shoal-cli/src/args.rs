@@ -56,18 +56,25 @@ pub enum Command {
         command: DbCommand,
     },
     /// List the sessions in the store with their progress.
-    Sessions,
-    /// Show job counts per state for a session.
+    Sessions {
+        /// Print JSON (one object per session) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session's jobs per state, and its failures by kind with one message each.
     Status {
-        /// Session id (default: the newest).
+        /// Session id (default: the newest in the store).
         #[arg(long)]
         session: Option<i64>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Write a session's results into a directory: the tuned table (CSV and JSON) of a
     /// command-backend session, or MIOpen's databases of a MIOpen session.
     Export {
-        /// Session id.
-        #[arg(long, required_unless_present = "golden_v")]
+        /// Session id (default: the newest in the store; with --cluster, required).
+        #[arg(long)]
         session: Option<i64>,
         /// MIOpen: write golden version V (`shoal golden update`, `shoal import-db`) instead of
         /// a session's results.
@@ -282,8 +289,9 @@ pub enum GoldenCommand {
     /// faster entries, by --policy, with a summary of what was kept, added, improved and
     /// regressed. The new version replaces the old whole (written beside it, then renamed).
     Update {
+        /// Session id (default: the newest in the store).
         #[arg(long)]
-        session: i64,
+        session: Option<i64>,
         #[arg(long, value_name = "V")]
         golden_v: u32,
         /// Where both have an entry: `better` (the faster, where times compare) or `newer`.

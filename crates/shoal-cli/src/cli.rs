@@ -15,7 +15,7 @@ use shoal_model::queue::ControlTarget;
 use shoal_model::{JobState, SessionId};
 
 use crate::args::{spec_limits, BenchCommand, Cli, Command, ControlCommand, DbCommand};
-use crate::store_open::{open_migrated, open_store};
+use crate::store_open::{open_existing, open_store, session_or_newest};
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let db = cli.db;
@@ -29,9 +29,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Db {
             command: DbCommand::Migrate,
         } => migrate(&db).await,
-        Command::Sessions => sessions(&db).await,
+        Command::Sessions { json } => sessions(&db, json).await,
         Command::Compare(args) => crate::compare::run(args, &db).await,
-        Command::Status { session } => status(&db, session).await,
+        Command::Status { session, json } => status(&db, session, json).await,
         Command::Export {
             golden_v: Some(v),
             golden_dir,
@@ -43,20 +43,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::miopen::golden::export(&golden, v, &out, force)
         }
         Command::Export {
-            session: Some(session),
+            session,
             out,
             cluster: true,
             ..
-        } => request_export(session, &out).await,
+        } => {
+            let session = session.context(
+                "export --cluster: --session is required (the cluster's store is not read here)",
+            )?;
+            request_export(session, &out).await
+        }
         Command::Export {
-            session: Some(session),
+            session,
             out,
             format,
             force,
             ..
         } if format == "t4" => export_t4(&db, session, &out, force).await,
         Command::Export {
-            session: Some(session),
+            session,
             out,
             find_db,
             perf_db,
@@ -81,9 +86,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             export(&db, session, &out, which, force).await
         }
         Command::Devices => Ok(devices()),
-        Command::Export { session: None, .. } => {
-            anyhow::bail!("export: --session or --golden-v")
-        }
         Command::ImportConfigs(args) => crate::miopen::import_configs(args, &db).await,
         Command::ImportDb {
             golden_v,
@@ -166,23 +168,21 @@ async fn request_export(session: i64, out: &Path) -> anyhow::Result<ExitCode> {
 /// otherwise.
 async fn export(
     db: &Path,
-    session: i64,
+    session: Option<i64>,
     out: &Path,
     which: crate::miopen::export::Which,
     force: bool,
 ) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(db).await?;
-    let info = store
-        .session(SessionId(session))
-        .await?
-        .with_context(|| format!("session {session} is not in the store"))?;
+    let store = open_existing(db).await?;
+    let info = session_or_newest(&*store, session).await?;
+    let session = info.id;
     if info.info.backend == shoal_model::Backend::Miopen {
         return crate::miopen::export::export(&*store, &info, out, which, force).await;
     }
     let summary = shoal_actors::exporter::export(
         &*store,
         &SessionBackends::new(crate::host::fin_path(None)),
-        SessionId(session),
+        session,
         out,
         force,
     )
@@ -197,13 +197,15 @@ async fn export(
 }
 
 /// `export --format t4`: the session's problems as T4 spaces, one file each.
-async fn export_t4(db: &Path, session: i64, out: &Path, force: bool) -> anyhow::Result<ExitCode> {
-    let store = open_store(db).await?;
-    let info = store
-        .session(SessionId(session))
-        .await?
-        .with_context(|| format!("session {session} is not in the store"))?;
-    let results = store.final_results(SessionId(session)).await?;
+async fn export_t4(
+    db: &Path,
+    session: Option<i64>,
+    out: &Path,
+    force: bool,
+) -> anyhow::Result<ExitCode> {
+    let store = open_existing(db).await?;
+    let info = session_or_newest(&*store, session).await?;
+    let results = store.final_results(info.id).await?;
     let device = format!("{} ({} units)", info.info.arch, info.info.num_cu);
     let spaces = shoal_export::t4::spaces(&results, &device);
     let names: Vec<&str> = spaces.iter().map(|s| s.file_name.as_str()).collect();
@@ -306,6 +308,14 @@ fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Re
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let combinations = spec.combinations();
+    let cut = |n: usize| {
+        if n == combinations {
+            format!("{n} candidates")
+        } else {
+            format!("{combinations} combinations, {n} candidates after the rules")
+        }
+    };
     let (mut total, mut tried) = (0, 0);
     for shape in &spec.shapes {
         let n = spec.candidates(shape).len();
@@ -314,13 +324,14 @@ fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Re
             Some(search) => {
                 let k = search.budget.evaluations(n);
                 tried += k;
-                println!("{shape}: {n} candidates, {k} to try");
+                println!("{shape}: {}, {k} to try", cut(n));
             }
-            None => println!("{shape}: {n} candidates"),
+            None => println!("{shape}: {}", cut(n)),
         }
     }
+    let all = combinations.saturating_mul(spec.shapes.len());
     println!(
-        "{}: {} shapes, {} distinct builds, {} candidates",
+        "{}: {} shapes, {} distinct builds, {} candidates ({all} combinations before the rules)",
         spec.name,
         spec.shapes.len(),
         spec.compile_sets().len(),
@@ -335,8 +346,9 @@ fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Re
     Ok(ExitCode::SUCCESS)
 }
 
-async fn sessions(db: &Path) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(db).await?;
+async fn sessions(db: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let store = open_existing(db).await?;
+    let mut rows = Vec::new();
     for s in store.sessions().await? {
         let counts = store.state_counts(s.id).await?;
         let total: u64 = counts.values().sum();
@@ -345,27 +357,77 @@ async fn sessions(db: &Path) -> anyhow::Result<ExitCode> {
             .filter(|(st, _)| st.is_terminal())
             .map(|(_, n)| n)
             .sum();
-        println!(
-            "{:>4}  {:<8} {:>4} units  {:<8} {}/{} done  {}",
-            s.id, s.info.arch, s.info.num_cu, s.info.backend, done, total, s.info.spec_path
-        );
+        rows.push((s, done, total));
     }
+    if json {
+        let list: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(s, done, total)| {
+                let mut v = serde_json::to_value(s).unwrap_or_default();
+                // The spec's whole text is the session's identity, not a listing's business.
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("spec");
+                }
+                v["done"] = (*done).into();
+                v["jobs"] = (*total).into();
+                v
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        println!("no session in {}", store.describe());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut lines = vec![[
+        "session", "arch", "units", "backend", "done", "jobs", "spec",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for (s, done, total) in &rows {
+        lines.push(vec![
+            s.id.to_string(),
+            s.info.arch.clone(),
+            s.info.num_cu.to_string(),
+            s.info.backend.to_string(),
+            done.to_string(),
+            total.to_string(),
+            s.info.spec_path.clone(),
+        ]);
+    }
+    print!(
+        "{}",
+        shoal_export::text_columns(&lines, shoal_export::Align::Left, true)
+    );
     Ok(ExitCode::SUCCESS)
 }
 
-async fn status(db: &Path, session: Option<i64>) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(db).await?;
-    let id = match session {
-        Some(id) => SessionId(id),
-        None => store
-            .sessions()
-            .await?
-            .iter()
-            .map(|s| s.id)
-            .max()
-            .context("the store has no session yet")?,
-    };
+async fn status(db: &Path, session: Option<i64>, json: bool) -> anyhow::Result<ExitCode> {
+    let store = open_existing(db).await?;
+    let id = session_or_newest(&*store, session).await?.id;
     let counts = store.state_counts(id).await?;
+    let failures = failures_by_kind(&store.final_results(id).await?);
+    if json {
+        let states: serde_json::Map<String, serde_json::Value> = JobState::ALL
+            .iter()
+            .map(|st| {
+                (
+                    st.as_str().to_string(),
+                    counts.get(st).copied().unwrap_or(0).into(),
+                )
+            })
+            .collect();
+        let failures: Vec<serde_json::Value> = failures
+            .iter()
+            .map(|(kind, (n, example))| {
+                serde_json::json!({ "kind": kind, "count": n, "example": example })
+            })
+            .collect();
+        let v = serde_json::json!({ "session": id.0, "states": states, "failures": failures });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     println!("session {id}");
     for st in JobState::ALL {
         println!(
@@ -374,7 +436,48 @@ async fn status(db: &Path, session: Option<i64>) -> anyhow::Result<ExitCode> {
             counts.get(&st).copied().unwrap_or(0)
         );
     }
+    if !failures.is_empty() {
+        println!("failures by kind");
+        for (kind, (n, example)) in &failures {
+            let example = example.as_deref().unwrap_or("");
+            println!("  {kind:<15} {n:<6} e.g. {}", one_line(example, 100));
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A session's failed jobs counted by failure kind, each with the first message recorded for
+/// that kind (in job order, so the example is stable).
+fn failures_by_kind(
+    results: &[shoal_model::FinalResult],
+) -> std::collections::BTreeMap<String, (u64, Option<String>)> {
+    let mut kinds = std::collections::BTreeMap::<String, (u64, Option<String>)>::new();
+    for r in results {
+        let (kind, message) = match (&r.failure, &r.outcome) {
+            (Some(k), _) => (k.as_str().to_string(), r.last_error.clone()),
+            (None, Some(shoal_model::Outcome::Failed { kind, detail })) => {
+                (kind.to_string(), Some(detail.clone()))
+            }
+            _ if r.state == JobState::Errored => ("errored".into(), r.last_error.clone()),
+            _ => continue,
+        };
+        let entry = kinds.entry(kind).or_default();
+        entry.0 += 1;
+        if entry.1.is_none() {
+            entry.1 = message.filter(|m| !m.is_empty());
+        }
+    }
+    kinds
+}
+
+/// The first line of `text`, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let mut cut: String = line.chars().take(max).collect();
+    if line.chars().count() > max {
+        cut.push('…');
+    }
+    cut
 }
 
 /// `shoal golden …`.
@@ -388,11 +491,9 @@ async fn golden(cmd: crate::args::GoldenCommand, db: &Path) -> anyhow::Result<Ex
             policy,
             golden_dir,
         } => {
-            let store = open_migrated(db).await?;
-            let info = store
-                .session(SessionId(session))
-                .await?
-                .with_context(|| format!("session {session} is not in the store"))?;
+            let store = open_existing(db).await?;
+            let info = session_or_newest(&*store, session).await?;
+            let session = info.id;
             anyhow::ensure!(
                 info.info.backend == shoal_model::Backend::Miopen,
                 "session {session} is not a MIOpen session: golden versions hold MIOpen databases"

@@ -79,7 +79,8 @@ pub async fn run(args: CompareArgs, db: &Path) -> anyhow::Result<ExitCode> {
 /// directory holding one.
 async fn table(name: &str, db: &Path) -> anyhow::Result<Vec<TunedRow>> {
     if let Ok(session) = name.parse::<i64>() {
-        let store = crate::store_open::open_store(db).await?;
+        let store = crate::store_open::open_existing(db).await?;
+        crate::store_open::session_or_newest(&*store, Some(session)).await?;
         let backends = SessionBackends::new(crate::host::fin_path(None));
         return shoal_actors::exporter::tuned_table(&*store, &backends, SessionId(session))
             .await

@@ -89,7 +89,7 @@ pub async fn watch_progress(
     let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} evaluated  {per_sec}  ETA {eta}  {msg}",
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} candidates done  {per_sec}  ETA {eta}  {msg}",
         )
         .expect("valid template"),
     );
@@ -103,16 +103,29 @@ pub async fn watch_progress(
             .map(|(_, n)| n)
             .sum();
         let get = |s: JobState| counts.get(&s).copied().unwrap_or(0);
-        let msg = format!(
-            "compiled {}  failed {}",
-            total - get(JobState::New) - get(JobState::CompileQueued) - get(JobState::Compiling),
-            get(JobState::Errored)
-        );
+        // Counted in candidates (jobs), never in builds: one build serves every candidate that
+        // shares its compile-time parameters, so "built" here is candidates whose build is done.
+        let built: u64 = [
+            JobState::Compiled,
+            JobState::EvalQueued,
+            JobState::Evaluating,
+            JobState::Evaluated,
+        ]
+        .map(get)
+        .iter()
+        .sum();
+        let mut msg = format!("{built} built, {} failed", get(JobState::Errored));
+        if get(JobState::Skipped) > 0 {
+            msg.push_str(&format!(
+                ", {} skipped by the search",
+                get(JobState::Skipped)
+            ));
+        }
         bar.set_position(done);
         bar.set_message(msg.clone());
         if bar.is_hidden() && last_line.elapsed() > Duration::from_secs(10) {
             eprintln!(
-                "[{:>5.0}s] {done}/{total} evaluated, {msg}",
+                "[{:>5.0}s] candidates: {done}/{total} done, {msg}",
                 start.elapsed().as_secs_f64()
             );
             last_line = Instant::now();

@@ -162,6 +162,7 @@ mod tests {
             time_us: time,
             spread_pct: spread,
             gflops: None,
+            speedup: time.map(|_| 1.0),
             slowest_valid_us: time,
             candidates: 4,
             valid: u32::from(time.is_some()),

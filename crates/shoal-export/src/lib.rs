@@ -26,21 +26,31 @@ pub struct TableContext<'a> {
 
 /// The best candidate of one problem, with what was learned about the rest. Read back from
 /// `tuned.json` by `shoal compare`, so every field added later has a default.
+///
+/// A quantity has one name in both files: `tuned.json` holds these fields and `tuned.csv` the
+/// same names, with the shape and the winning parameters spread into columns of their own
+/// (older tables that said `num_cu` and `time_us` still read).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TunedRow {
     pub arch: String,
+    #[serde(rename = "cu_num", alias = "num_cu")]
     pub num_cu: u32,
     pub config: ConfigId,
     pub shape: Params,
     pub solver: String,
     /// The winning compile-time then run-time parameters; `None` when no candidate was valid.
     pub best: Option<Params>,
+    /// The winner's time in microseconds (aiter's `us`).
+    #[serde(rename = "us", alias = "time_us")]
     pub time_us: Option<f64>,
     /// The winner's own spread: its slowest timed run over its fastest, less one, in percent.
     /// What a change between two tunings must exceed to be more than noise.
     #[serde(default)]
     pub spread_pct: Option<f64>,
     pub gflops: Option<f64>,
+    /// Slowest valid over best: how much the choice of parameters matters for this problem.
+    #[serde(default)]
+    pub speedup: Option<f64>,
     /// Time of the slowest valid candidate, to show what tuning bought.
     pub slowest_valid_us: Option<f64>,
     pub candidates: u32,
@@ -58,13 +68,6 @@ pub struct TunedRow {
     /// ([`shoal_model::repeats::relative_noise`]): another tuning may well pick the runner-up.
     #[serde(default)]
     pub tie: bool,
-}
-
-impl TunedRow {
-    /// Slowest valid over best: how much the choice of parameters matters for this problem.
-    pub fn speedup(&self) -> Option<f64> {
-        Some(self.slowest_valid_us? / self.time_us?)
-    }
 }
 
 /// One row per problem, in config order: the valid candidate with the least time wins (ties go
@@ -89,6 +92,7 @@ pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedR
                 time_us: None,
                 spread_pct: None,
                 gflops: None,
+                speedup: None,
                 slowest_valid_us: None,
                 candidates: rs.len() as u32,
                 valid: 0,
@@ -140,6 +144,7 @@ pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedR
                 row.runner_up_us = Some(m.time_us);
                 row.tie = is_tie(w, m);
             }
+            row.speedup = row.slowest_valid_us.zip(row.time_us).map(|(s, t)| s / t);
             row.gflops = match (row.time_us, (ctx.flops)(&row.shape)) {
                 (Some(t), Some(f)) if t > 0.0 => Some(f / (t * 1e3)),
                 _ => None,
@@ -191,9 +196,9 @@ fn param_columns(rows: &[TunedRow]) -> Vec<String> {
 }
 
 /// Writes the tuned table as CSV: `arch,cu_num,<shape…>,<params…>,us,gflops,speedup,spread_pct,
-/// tie_with` (the last two: the winner's run-to-run spread, and the runner-up's parameters when
-/// the winner's lead is within the noise). Problems with no valid candidate are left out (as
-/// aiter does); they are in the JSON with their failures.
+/// tie,runner_up,runner_up_us` (named as in [`TunedRow`]; `runner_up` as `name=value` pairs
+/// separated by spaces). Problems with no valid candidate are left out (as aiter does); they are
+/// in the JSON with their failures.
 pub fn write_csv(
     ctx: &TableContext<'_>,
     rows: &[TunedRow],
@@ -204,7 +209,18 @@ pub fn write_csv(
     let mut header: Vec<String> = vec!["arch".into(), "cu_num".into()];
     header.extend(ctx.shape_columns.iter().cloned());
     header.extend(params.iter().cloned());
-    header.extend(["us", "gflops", "speedup", "spread_pct", "tie_with"].map(String::from));
+    header.extend(
+        [
+            "us",
+            "gflops",
+            "speedup",
+            "spread_pct",
+            "tie",
+            "runner_up",
+            "runner_up_us",
+        ]
+        .map(String::from),
+    );
     w.write_record(&header)?;
     for r in rows {
         let Some(best) = &r.best else { continue };
@@ -217,16 +233,20 @@ pub fn write_csv(
         }
         rec.push(format!("{:.3}", r.time_us.unwrap_or(f64::NAN)));
         rec.push(r.gflops.map(|g| format!("{g:.3}")).unwrap_or_default());
-        rec.push(r.speedup().map(|s| format!("{s:.2}")).unwrap_or_default());
+        rec.push(r.speedup.map(|s| format!("{s:.2}")).unwrap_or_default());
         rec.push(r.spread_pct.map(|s| format!("{s:.2}")).unwrap_or_default());
-        rec.push(match (&r.runner_up, r.tie) {
-            (Some(p), true) => p
-                .iter()
+        rec.push(r.tie.to_string());
+        rec.push(r.runner_up.as_ref().map_or(String::new(), |p| {
+            p.iter()
                 .map(|(n, v)| format!("{n}={v}"))
                 .collect::<Vec<_>>()
-                .join(" "),
-            _ => String::new(),
-        });
+                .join(" ")
+        }));
+        rec.push(
+            r.runner_up_us
+                .map(|t| format!("{t:.3}"))
+                .unwrap_or_default(),
+        );
         w.write_record(&rec)?;
     }
     w.flush()?;
@@ -274,9 +294,15 @@ pub fn render_table(ctx: &TableContext<'_>, rows: &[TunedRow]) -> String {
     let mut header: Vec<String> = ctx.shape_columns.to_vec();
     header.extend(params.iter().cloned());
     header.extend(
-        ["time (us)", "GFLOP/s", "x slowest", "valid", "failed"]
-            .iter()
-            .map(|s| s.to_string()),
+        [
+            "time (us)",
+            "GFLOP/s",
+            "speedup vs slowest",
+            "valid",
+            "failed",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
     );
     let mut lines: Vec<Vec<String>> = vec![header];
     for r in rows {
@@ -300,7 +326,7 @@ pub fn render_table(ctx: &TableContext<'_>, rows: &[TunedRow]) -> String {
                 .unwrap_or("-".into()),
         );
         l.push(r.gflops.map(|g| format!("{g:.2}")).unwrap_or("-".into()));
-        l.push(r.speedup().map(|s| format!("{s:.1}")).unwrap_or("-".into()));
+        l.push(r.speedup.map(|s| format!("{s:.1}")).unwrap_or("-".into()));
         l.push(format!("{}/{}", r.valid, r.candidates));
         l.push(if r.failures.is_empty() {
             "0".into()
@@ -434,7 +460,7 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].best.as_ref().unwrap().get("BM"), Some("32"));
         assert_eq!(rows[0].time_us, Some(10.0));
-        assert_eq!(rows[0].speedup(), Some(4.0));
+        assert_eq!(rows[0].speedup, Some(4.0));
         assert_eq!(rows[0].failures.get("crashed"), Some(&1));
         // 2*100*64 flops in 10 us = 1.28 GFLOP/s
         assert!((rows[0].gflops.unwrap() - 1.28).abs() < 1e-9);
@@ -446,10 +472,30 @@ mod tests {
         let csv = String::from_utf8(csv).unwrap();
         assert_eq!(
             csv,
-            "arch,cu_num,M,N,BM,us,gflops,speedup,spread_pct,tie_with\nx86_64,2,100,64,32,10.000,1.280,4.00,,\n"
+            "arch,cu_num,M,N,BM,us,gflops,speedup,spread_pct,tie,runner_up,runner_up_us\nx86_64,2,100,64,32,10.000,1.280,4.00,,false,BM=16,40.000\n"
         );
         let table = render_table(&ctx, &rows);
         assert!(table.contains("wrong_answer:1"), "{table}");
+
+        // Every CSV column that is not a shape or parameter column is a field of tuned.json,
+        // under the same name.
+        let mut json = Vec::new();
+        write_json(&rows, &mut json).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let header = csv.lines().next().unwrap();
+        for col in header.split(',').filter(|c| !["M", "N", "BM"].contains(c)) {
+            assert!(
+                json[0].get(col).is_some(),
+                "{col} is not in tuned.json: {json}"
+            );
+        }
+        // Tables written before the names were aligned still read.
+        let old = json
+            .to_string()
+            .replace("\"cu_num\"", "\"num_cu\"")
+            .replace("\"us\"", "\"time_us\"");
+        let back: Vec<TunedRow> = serde_json::from_str(&old).unwrap();
+        assert_eq!(back, rows);
     }
 
     #[test]
@@ -484,7 +530,8 @@ mod tests {
         assert!(rows[0].tie);
         let mut csv = Vec::new();
         write_csv(&ctx, &rows, &mut csv).unwrap();
-        assert!(String::from_utf8(csv).unwrap().ends_with(",8.33,BM=64\n"));
+        let csv = String::from_utf8(csv).unwrap();
+        assert!(csv.ends_with(",8.33,true,BM=64,101.000\n"), "{csv}");
         // The same lead with steady runs is a win.
         let steady = [
             with_runs(1, "64", &[101.0, 101.1, 100.9]),

@@ -450,6 +450,15 @@ impl TuningSpec {
         out
     }
 
+    /// How many (compile, run) combinations the parameters make per shape before the rules cut
+    /// them (saturating): what `shoal check` shows the rules' cut against.
+    pub fn combinations(&self) -> usize {
+        self.compile_params
+            .iter()
+            .chain(&self.run_params)
+            .fold(1usize, |n, def| n.saturating_mul(def.values.len()))
+    }
+
     /// Whether the rules leave at least one candidate for `shape`.
     pub fn has_candidate(&self, shape: &Params) -> bool {
         let runs = product(&self.run_params);

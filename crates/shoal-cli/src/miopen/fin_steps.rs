@@ -12,11 +12,11 @@ use shoal_backend::miopen::run_fin;
 use shoal_backend::RunContext;
 use shoal_miopen::fin::{self, FinJob};
 use shoal_miopen::ConvConfig;
-use shoal_model::{NewSolver, SessionId};
+use shoal_model::NewSolver;
 
 use super::{fin_path, RunArgs};
 use crate::run::{run_session, RunOptions};
-use crate::store_open::open_migrated;
+use crate::store_open::{open_existing, open_migrated, session_or_newest};
 
 /// Configs per fin call for `applicability`: fin takes a list of jobs and answers all of them.
 const APPLICABILITY_BATCH: usize = 64;
@@ -95,16 +95,13 @@ pub async fn solvers_update(
 
 pub async fn applicability_update(
     db: &Path,
-    session: i64,
+    session: Option<i64>,
     tag: &str,
     fin_flag: Option<std::path::PathBuf>,
 ) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(db).await?;
-    let session_id = SessionId(session);
-    let info = store
-        .session(session_id)
-        .await?
-        .with_context(|| format!("session {session} is not in the store"))?;
+    let store = open_existing(db).await?;
+    let info = session_or_newest(&*store, session).await?;
+    let (session, session_id) = (info.id, info.id);
     if info.info.backend != shoal_model::Backend::Miopen {
         bail!("session {session} is not a MIOpen session");
     }
@@ -164,12 +161,8 @@ pub async fn applicability_update(
 
 pub async fn run(args: RunArgs, db: &Path) -> anyhow::Result<ExitCode> {
     let stop = crate::signals::install()?;
-    let store = open_migrated(db).await?;
-    let session = SessionId(args.session);
-    store
-        .session(session)
-        .await?
-        .with_context(|| format!("session {session} is not in the store"))?;
+    let store = open_existing(db).await?;
+    let session = session_or_newest(&*store, args.session).await?.id;
     let backends = SessionBackends::new(fin_path(args.fin));
     let (interrupted, running) = run_session(
         store.clone(),

@@ -14,9 +14,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use shoal_model::SessionId;
 
-use crate::store_open::open_migrated;
+use crate::store_open::{open_existing, open_migrated, session_or_newest};
 
 /// `shoal import-configs`.
 #[derive(Debug, Args)]
@@ -97,8 +96,9 @@ pub enum SessionCommand {
 pub enum ApplicabilityCommand {
     /// Ask fin which solvers apply to which configs, for a session's architecture.
     Update {
+        /// Session id (default: the newest in the store).
         #[arg(long)]
-        session: i64,
+        session: Option<i64>,
         /// Only configs with this tag.
         #[arg(short = 't', long)]
         tag: String,
@@ -111,8 +111,9 @@ pub enum ApplicabilityCommand {
 pub enum JobsCommand {
     /// Create one job per (config with the tag, solver) in a session. Idempotent.
     Load {
+        /// Session id (default: the newest in the store).
         #[arg(long)]
-        session: i64,
+        session: Option<i64>,
         #[arg(short = 't', long)]
         tag: String,
         /// The fin steps of the jobs, compile then eval.
@@ -141,8 +142,9 @@ pub enum JobsCommand {
 /// `shoal run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Session id (default: the newest in the store).
     #[arg(long)]
-    pub session: i64,
+    pub session: Option<i64>,
     /// MIOpen's tuning handle (default: $SHOAL_FIN, else /opt/rocm/bin/fin).
     #[arg(long)]
     pub fin: Option<PathBuf>,
@@ -243,11 +245,12 @@ pub async fn jobs(cmd: JobsCommand, db: &Path) -> anyhow::Result<ExitCode> {
         only_applicable: _,
         reason,
     } = cmd;
-    let store = open_migrated(db).await?;
+    let store = open_existing(db).await?;
+    let session = session_or_newest(&*store, session).await?.id;
     let loaded = jobs::load(
         &*store,
         &jobs::JobsLoad {
-            session: SessionId(session),
+            session,
             tag,
             fin_steps,
             solvers,

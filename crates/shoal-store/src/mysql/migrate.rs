@@ -146,7 +146,7 @@ async fn migrate_locked(conn: &mut Conn, now: i64) -> Result<u32, OpError> {
         }
         conn.exec_drop(q::INSERT_SCHEMA_VERSION, (version, now))
             .await?;
-        tracing::info!(version, "applied mysql migration");
+        tracing::debug!(version, "applied mysql migration");
     }
     Ok(SCHEMA_VERSION)
 }

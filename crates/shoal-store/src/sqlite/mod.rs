@@ -262,7 +262,7 @@ fn migrate(conn: &mut Connection) -> Result<u32> {
         tx.execute_batch(sql).ctx(&what)?;
         tx.execute(queries::INSERT_SCHEMA_VERSION, (version, now_ms()))
             .ctx(&what)?;
-        tracing::info!(version, "applied sqlite migration");
+        tracing::debug!(version, "applied sqlite migration");
     }
     tx.commit().ctx(what)?;
     Ok(SCHEMA_VERSION)

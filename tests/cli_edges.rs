@@ -1,0 +1,161 @@
+//! The command line as a new user meets it: commands that only read never create a store, a
+//! session that does not exist is an error that says which ones do, listings have headers and
+//! JSON, `check` shows how far the rules cut the space, and logs written to a file or a pipe
+//! carry no colour codes.
+
+mod common;
+
+use std::path::Path;
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn commands_that_read_refuse_a_store_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for args in [
+        vec!["sessions"],
+        vec!["status"],
+        vec!["status", "--session", "1"],
+        vec!["export", "-o", "out"],
+        vec!["export", "--session", "1", "--format", "t4", "-o", "out"],
+        vec!["compare", "1", "2"],
+        vec!["run", "--session", "1"],
+    ] {
+        let out = common::shoal(d)
+            .args(["--db", "typo.db"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            stderr_of(&out).contains("typo.db: no such store"),
+            "{args:?}: {}",
+            stderr_of(&out)
+        );
+        assert!(!d.join("typo.db").exists(), "{args:?} created the store");
+    }
+}
+
+#[test]
+fn sessions_are_listed_with_a_header_and_a_missing_one_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A MIOpen session is the quickest to make: no build, no run.
+    common::run_ok(common::shoal(d).args([
+        "--db",
+        "t.db",
+        "session",
+        "init",
+        "--arch",
+        "gfx90a",
+        "--num-cu",
+        "110",
+        "--rocm-version",
+        "6.2.0",
+        "--miopen-version",
+        "3.2.0",
+        "-l",
+        "test",
+    ]));
+    let list = common::run_ok(common::shoal(d).args(["--db", "t.db", "sessions"]));
+    let list = String::from_utf8_lossy(&list.stdout).into_owned();
+    let header: Vec<&str> = list.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["session", "arch", "units", "backend", "done", "jobs", "spec"],
+        "{list}"
+    );
+    assert!(list.lines().nth(2).unwrap().contains("gfx90a"), "{list}");
+    let json = common::run_ok(common::shoal(d).args(["--db", "t.db", "sessions", "--json"]));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json[0]["id"], 1, "{json}");
+    assert_eq!(json[0]["num_cu"], 110, "{json}");
+
+    for args in [["status", "--session", "99"], ["jobs", "load", "--session"]] {
+        let mut cmd = common::shoal(d);
+        cmd.args(["--db", "t.db"]).args(args);
+        if args[0] == "jobs" {
+            cmd.args([
+                "99",
+                "-t",
+                "x",
+                "--fin-steps",
+                "miopen_perf_compile,miopen_perf_eval",
+            ]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = stderr_of(&out);
+        assert!(
+            err.contains("session 99 is not in the store") && err.contains("it has session 1"),
+            "{args:?}: {err}"
+        );
+    }
+    // Without --session, the newest.
+    let status = common::run_ok(common::shoal(d).args(["--db", "t.db", "status"]));
+    assert!(String::from_utf8_lossy(&status.stdout).starts_with("session 1\n"));
+}
+
+#[test]
+fn check_shows_how_far_the_rules_cut_the_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = common::repo_root().join("examples/cpu-gemm/spec.toml");
+    let out = common::run_ok(common::shoal(dir.path()).args(["check", spec.to_str().unwrap()]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // 2 BM × 3 BN × 3 BK × 4 UNROLL × 3 ORDER = 216 per shape, of which the four rules keep
+    // fewer.
+    let first = text.lines().next().unwrap();
+    assert!(first.contains(": 216 combinations, "), "{text}");
+    let kept: usize = first
+        .split(", ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(kept > 0 && kept < 216, "{text}");
+    assert!(text.contains("combinations before the rules"), "{text}");
+}
+
+#[test]
+fn logs_off_a_terminal_have_no_colour_codes_and_migrations_are_debug() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let init = |db: &str, level: &str| {
+        let out = common::shoal(d)
+            .env("RUST_LOG", level)
+            .args([
+                "--db",
+                db,
+                "session",
+                "init",
+                "--arch",
+                "gfx90a",
+                "--num-cu",
+                "110",
+                "--rocm-version",
+                "6.2.0",
+                "--miopen-version",
+                "3.2.0",
+                "-l",
+                "test",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        stderr_of(&out)
+    };
+    // A fresh store is migrated: logged at debug, so shown here, without escape codes.
+    let debug = init("a.db", "debug");
+    assert!(debug.contains("migration"), "{debug}");
+    assert!(!debug.contains('\u{1b}'), "escape codes in {debug:?}");
+    // Not at the default level.
+    let info = init("b.db", "info");
+    assert!(
+        !info.contains("migration"),
+        "migrations logged at info: {info}"
+    );
+    assert!(Path::new(&d.join("b.db")).exists());
+}
