@@ -96,7 +96,10 @@ fn sessions_are_listed_with_a_header_and_a_missing_one_is_an_error() {
     }
     // Without --session, the newest.
     let status = common::run_ok(common::shoal(d).args(["--db", "t.db", "status"]));
-    assert!(String::from_utf8_lossy(&status.stdout).starts_with("session 1\n"));
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.starts_with("session 1: "), "{status}");
+    assert!(status.contains("progress: 0/0 done"), "{status}");
+    assert!(status.contains("fleet: no worker is reporting"), "{status}");
 }
 
 #[test]

@@ -20,6 +20,16 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `shoal workers --json` against the cluster's database.
+fn workers(cluster: &Cluster, dir: &Path) -> Vec<serde_json::Value> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    cmd.current_dir(dir)
+        .args(["workers", "--json", "--cluster"]);
+    cluster.env(&mut cmd);
+    let out = common::run_ok(&mut cmd);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// `shoal tune <faulty spec> --cluster`, waiting for the workers; returns its stdout.
 fn tune_in_cluster(cluster: &Cluster, dir: &Path) -> String {
     let spec = common::fixture("faulty/spec.toml");
@@ -106,6 +116,23 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
     );
     let stdout = tune_in_cluster(&cluster, dir.path());
     check_results(&cluster, dir.path(), &stdout);
+    // The fleet view: every worker process reports itself, live, with its roles.
+    let listed = workers(&cluster, dir.path());
+    let mut roles: Vec<String> = listed
+        .iter()
+        .map(|w| {
+            assert_eq!(w["state"], "live", "{w}");
+            w["roles"][0].as_str().unwrap().to_string()
+        })
+        .collect();
+    roles.sort();
+    assert_eq!(
+        roles,
+        ["compile", "compile", "eval", "exporter", "scheduler"],
+        "{listed:?}"
+    );
+    let eval = listed.iter().find(|w| w["roles"][0] == "eval").unwrap();
+    assert!(!eval["devices"].as_array().unwrap().is_empty(), "{eval}");
     hostile_messages_are_dead_lettered(&cluster, dir.path());
     // The exporter role writes the tuned table on request, on its own host, inside its export
     // directory only: a request for a path outside it is refused by the CLI.
@@ -148,6 +175,10 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
     cluster.env(&mut drain);
     common::run_ok(&mut drain);
     cluster.wait_workers(Duration::from_secs(20));
+    // Each said it stopped.
+    let listed = workers(&cluster, dir.path());
+    assert_eq!(listed.len(), 5, "{listed:?}");
+    assert!(listed.iter().all(|w| w["state"] == "stopped"), "{listed:?}");
     // Both compile workers took builds: the queue spreads work across processes.
     for w in ["compile1", "compile2"] {
         let log = cluster.log(w);

@@ -38,6 +38,13 @@ fn wait_for_results(db: &Path, n: usize, child: &mut Child) {
     }
 }
 
+/// `shoal workers --json --all` on the test's store.
+fn workers(dir: &Path) -> Vec<serde_json::Value> {
+    let out =
+        common::run_ok(common::shoal(dir).args(["--db", "t.db", "workers", "--json", "--all"]));
+    serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap()
+}
+
 fn finish_and_check(dir: &Path) {
     let out = common::run_ok(&mut common::tune(dir, "sleepy/spec.toml"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("resumed"));
@@ -60,6 +67,16 @@ fn sigkill_midway_then_rerun_finishes_with_one_result_per_candidate() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = start(dir.path());
     wait_for_results(&dir.path().join("t.db"), 10, &mut child);
+    // The tuning process reports itself, live, with its roles and device.
+    let listed = workers(dir.path());
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["pid"], child.id(), "{listed:?}");
+    assert_eq!(listed[0]["state"], "live", "{listed:?}");
+    assert!(listed[0]["roles"]
+        .as_array()
+        .unwrap()
+        .contains(&"eval".into()));
+    assert_eq!(listed[0]["devices"][0]["id"], "cpu", "{listed:?}");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let before = common::result_rows_per_job(&dir.path().join("t.db"));
@@ -98,5 +115,9 @@ fn ctrl_c_stops_cleanly_and_rerun_finishes() {
         .unwrap();
     assert_eq!(in_flight, 0);
     drop(conn);
+    // It said it stopped, and holds nothing.
+    let listed = workers(dir.path());
+    assert_eq!(listed[0]["state"], "stopped", "{listed:?}");
+    assert_eq!(listed[0]["jobs"], serde_json::json!([]), "{listed:?}");
     finish_and_check(dir.path());
 }

@@ -77,6 +77,10 @@ fn every_fault_is_recorded_with_its_kind_and_tuning_completes() {
     let status = common::run_ok(common::shoal(dir.path()).args(["--db", "t.db", "status"]));
     let status = String::from_utf8_lossy(&status.stdout);
     assert!(status.contains("failures by kind"), "{status}");
+    assert!(
+        status.contains("progress: 16/16 done (100.0 %), finished"),
+        "{status}"
+    );
     let crashed_line = status
         .lines()
         .find(|l| l.trim_start().starts_with("crashed"))
@@ -85,6 +89,9 @@ fn every_fault_is_recorded_with_its_kind_and_tuning_completes() {
     let json = common::run_ok(common::shoal(dir.path()).args(["--db", "t.db", "status", "--json"]));
     let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(json["states"]["evaluated"], 6, "{json}");
+    assert_eq!(json["progress"]["done"], 16, "{json}");
+    // The tuning process reported itself and said it stopped: no worker is live now.
+    assert_eq!(json["fleet"]["live"], 0, "{json}");
     let kinds: Vec<(&str, u64)> = json["failures"]
         .as_array()
         .unwrap()

@@ -8,6 +8,8 @@
 -- INSERT ... ON DUPLICATE KEY UPDATE needs UPDATE on every column it inserts: hence UPDATE on
 -- the tables the loaders upsert, and UPDATE (columns) on job for the cli (not attempt, lease,
 -- worker, artifact, failure or timestamps; state is among the inserted columns).
+-- Every worker role writes its own presence row in `worker` (an upsert it never reads back); the
+-- cli reads them (`shoal workers`).
 -- Every role reads and may "create" schema_version because every shoal process migrates on start
 -- (with the schema current that is one CREATE TABLE IF NOT EXISTS schema_version).
 
@@ -26,12 +28,14 @@ GRANT SELECT, UPDATE ON `shoal`.`job` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT INSERT ON `shoal`.`result` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`build` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT, INSERT, DELETE ON `shoal`.`outbox` TO 'shoal_scheduler'@'CLUSTER_NET';
+GRANT INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_scheduler'@'CLUSTER_NET';
 
 -- compile
 CREATE USER IF NOT EXISTS 'shoal_compile'@'CLUSTER_NET' IDENTIFIED BY 'COMPILE_DB_PASSWORD';
 GRANT SELECT, CREATE ON `shoal`.`schema_version` TO 'shoal_compile'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`session` TO 'shoal_compile'@'CLUSTER_NET';
 GRANT SELECT (hash), INSERT, UPDATE ON `shoal`.`artifact` TO 'shoal_compile'@'CLUSTER_NET';
+GRANT INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_compile'@'CLUSTER_NET';
 
 -- eval
 CREATE USER IF NOT EXISTS 'shoal_eval'@'CLUSTER_NET' IDENTIFIED BY 'EVAL_DB_PASSWORD';
@@ -39,6 +43,7 @@ GRANT SELECT, CREATE ON `shoal`.`schema_version` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`session` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`job` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`artifact` TO 'shoal_eval'@'CLUSTER_NET';
+GRANT INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_eval'@'CLUSTER_NET';
 
 -- exporter
 CREATE USER IF NOT EXISTS 'shoal_exporter'@'CLUSTER_NET' IDENTIFIED BY 'EXPORTER_DB_PASSWORD';
@@ -48,6 +53,7 @@ GRANT SELECT ON `shoal`.`job` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`config` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`solver` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`result` TO 'shoal_exporter'@'CLUSTER_NET';
+GRANT INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_exporter'@'CLUSTER_NET';
 
 -- cli
 CREATE USER IF NOT EXISTS 'shoal_cli'@'CLUSTER_NET' IDENTIFIED BY 'CLI_DB_PASSWORD';
@@ -60,3 +66,4 @@ GRANT SELECT, INSERT, UPDATE ON `shoal`.`applicability` TO 'shoal_cli'@'CLUSTER_
 GRANT SELECT, INSERT, UPDATE (id, session_id, config_id, solver_id, compile_step, eval_step, compile_params, run_params, candidate_key, build_key, state, created_ms, updated_ms) ON `shoal`.`job` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`result` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`artifact` TO 'shoal_cli'@'CLUSTER_NET';
+GRANT SELECT ON `shoal`.`worker` TO 'shoal_cli'@'CLUSTER_NET';

@@ -20,6 +20,7 @@ pub mod embedded;
 pub mod evaluator;
 pub mod exporter;
 pub mod monitor;
+pub mod presence;
 mod restart;
 pub mod scheduler;
 pub mod shutdown;
@@ -82,7 +83,9 @@ pub(crate) async fn hand_back(
 /// Runs `work` to its end while sending `beat` (a [`ReplyBody::Heartbeat`]) to `queue` every
 /// [`HEARTBEAT_EVERY`], so the Scheduler keeps renewing the leases of the jobs it names. A
 /// heartbeat that cannot be sent is logged, not fatal: the work goes on, and if the broker stays
-/// away the lease runs out and the job is tried again elsewhere, which is what it is for.
+/// away the lease runs out and the job is tried again elsewhere, which is what it is for. While
+/// it runs, the jobs it names are this process's held jobs in its presence record
+/// ([`presence::hold`]).
 ///
 /// [`ReplyBody::Heartbeat`]: shoal_model::message::ReplyBody::Heartbeat
 /// [`HEARTBEAT_EVERY`]: shoal_model::message::HEARTBEAT_EVERY
@@ -93,6 +96,12 @@ pub(crate) async fn with_heartbeats<F: std::future::Future>(
     work: F,
 ) -> F::Output {
     let every = shoal_model::message::HEARTBEAT_EVERY;
+    let _held = match &beat {
+        shoal_model::message::ReplyBody::Heartbeat { jobs, .. } => {
+            presence::hold(jobs.iter().map(|j| j.job))
+        }
+        _ => presence::hold([]),
+    };
     let beat = shoal_model::Message::Reply(beat);
     tokio::pin!(work);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);

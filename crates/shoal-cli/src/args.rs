@@ -60,8 +60,16 @@ pub enum Command {
         /// Print JSON (one object per session) instead of a table.
         #[arg(long)]
         json: bool,
+        /// Read the cluster's database (SHOAL_DB or the config file) instead of --db.
+        #[arg(long)]
+        cluster: bool,
     },
-    /// Show a session's jobs per state, and its failures by kind with one message each.
+    /// List the worker processes that report to the store: live, stale (silent for 3
+    /// heartbeats) or stopped, with their hosts, roles, devices and the jobs they hold. Reads the
+    /// cluster's database with --cluster, else --db.
+    Workers(crate::fleet::WorkersArgs),
+    /// Show a session's progress (rate over the last 5 minutes and ETA), jobs per state,
+    /// failures by kind with one message each, and a summary of the workers reporting.
     Status {
         /// Session id (default: the newest in the store).
         #[arg(long)]
@@ -69,6 +77,9 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Read the cluster's database (SHOAL_DB or the config file) instead of --db.
+        #[arg(long)]
+        cluster: bool,
     },
     /// Write a session's results into a directory: the tuned table (CSV and JSON) of a
     /// command-backend session, or MIOpen's databases of a MIOpen session.

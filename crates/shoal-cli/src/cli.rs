@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use shoal_actors::backends::SessionBackends;
 use shoal_model::queue::ControlTarget;
-use shoal_model::{JobState, SessionId};
+use shoal_model::SessionId;
 
 use crate::args::{spec_limits, BenchCommand, Cli, Command, ControlCommand, DbCommand};
 use crate::store_open::{open_existing, open_store, session_or_newest};
@@ -29,9 +29,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Db {
             command: DbCommand::Migrate,
         } => migrate(&db).await,
-        Command::Sessions { json } => sessions(&db, json).await,
+        Command::Workers(args) => crate::fleet::workers(args, &db).await,
+        Command::Sessions { json, cluster } => crate::status::sessions(&db, cluster, json).await,
         Command::Compare(args) => crate::compare::run(args, &db).await,
-        Command::Status { session, json } => status(&db, session, json).await,
+        Command::Status {
+            session,
+            json,
+            cluster,
+        } => crate::status::status(&db, cluster, session, json).await,
         Command::Export {
             golden_v: Some(v),
             golden_dir,
@@ -344,140 +349,6 @@ fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Re
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-async fn sessions(db: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let store = open_existing(db).await?;
-    let mut rows = Vec::new();
-    for s in store.sessions().await? {
-        let counts = store.state_counts(s.id).await?;
-        let total: u64 = counts.values().sum();
-        let done: u64 = counts
-            .iter()
-            .filter(|(st, _)| st.is_terminal())
-            .map(|(_, n)| n)
-            .sum();
-        rows.push((s, done, total));
-    }
-    if json {
-        let list: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|(s, done, total)| {
-                let mut v = serde_json::to_value(s).unwrap_or_default();
-                // The spec's whole text is the session's identity, not a listing's business.
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("spec");
-                }
-                v["done"] = (*done).into();
-                v["jobs"] = (*total).into();
-                v
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if rows.is_empty() {
-        println!("no session in {}", store.describe());
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut lines = vec![[
-        "session", "arch", "units", "backend", "done", "jobs", "spec",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for (s, done, total) in &rows {
-        lines.push(vec![
-            s.id.to_string(),
-            s.info.arch.clone(),
-            s.info.num_cu.to_string(),
-            s.info.backend.to_string(),
-            done.to_string(),
-            total.to_string(),
-            s.info.spec_path.clone(),
-        ]);
-    }
-    print!(
-        "{}",
-        shoal_export::text_columns(&lines, shoal_export::Align::Left, true)
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn status(db: &Path, session: Option<i64>, json: bool) -> anyhow::Result<ExitCode> {
-    let store = open_existing(db).await?;
-    let id = session_or_newest(&*store, session).await?.id;
-    let counts = store.state_counts(id).await?;
-    let failures = failures_by_kind(&store.final_results(id).await?);
-    if json {
-        let states: serde_json::Map<String, serde_json::Value> = JobState::ALL
-            .iter()
-            .map(|st| {
-                (
-                    st.as_str().to_string(),
-                    counts.get(st).copied().unwrap_or(0).into(),
-                )
-            })
-            .collect();
-        let failures: Vec<serde_json::Value> = failures
-            .iter()
-            .map(|(kind, (n, example))| {
-                serde_json::json!({ "kind": kind, "count": n, "example": example })
-            })
-            .collect();
-        let v = serde_json::json!({ "session": id.0, "states": states, "failures": failures });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!("session {id}");
-    for st in JobState::ALL {
-        println!(
-            "  {:<15} {}",
-            st.as_str(),
-            counts.get(&st).copied().unwrap_or(0)
-        );
-    }
-    if !failures.is_empty() {
-        println!("failures by kind");
-        for (kind, (n, example)) in &failures {
-            let example = example.as_deref().unwrap_or("");
-            println!("  {kind:<15} {n:<6} e.g. {}", one_line(example, 100));
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A session's failed jobs counted by failure kind, each with the first message recorded for
-/// that kind (in job order, so the example is stable).
-fn failures_by_kind(
-    results: &[shoal_model::FinalResult],
-) -> std::collections::BTreeMap<String, (u64, Option<String>)> {
-    let mut kinds = std::collections::BTreeMap::<String, (u64, Option<String>)>::new();
-    for r in results {
-        let (kind, message) = match (&r.failure, &r.outcome) {
-            (Some(k), _) => (k.as_str().to_string(), r.last_error.clone()),
-            (None, Some(shoal_model::Outcome::Failed { kind, detail })) => {
-                (kind.to_string(), Some(detail.clone()))
-            }
-            _ if r.state == JobState::Errored => ("errored".into(), r.last_error.clone()),
-            _ => continue,
-        };
-        let entry = kinds.entry(kind).or_default();
-        entry.0 += 1;
-        if entry.1.is_none() {
-            entry.1 = message.filter(|m| !m.is_empty());
-        }
-    }
-    kinds
-}
-
-/// The first line of `text`, cut to `max` characters.
-fn one_line(text: &str, max: usize) -> String {
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let mut cut: String = line.chars().take(max).collect();
-    if line.chars().count() > max {
-        cut.push('…');
-    }
-    cut
 }
 
 /// `shoal golden …`.

@@ -61,6 +61,24 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("shoal-out").join(&spec.name));
+    // This process is the whole fleet: listed by `shoal workers` like a cluster's workers.
+    let presence = crate::worker::Presence::start(
+        store.clone(),
+        shoal_actors::presence::Identity {
+            host: crate::run::hostname(),
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            roles: crate::worker::role_names(shoal_actors::cluster::Roles {
+                scheduler: true,
+                compile: true,
+                eval: true,
+                monitor: true,
+                exporter: true,
+            }),
+            devices: vec![device.clone()],
+            started_ms: shoal_actors::presence::now_ms(),
+        },
+    );
     let (interrupted, running) = run_session(
         store.clone(),
         backends,
@@ -84,13 +102,14 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         .context("the exporter stopped")?
         .with_context(|| format!("exporting session {session}"));
     running.shutdown().await?;
+    presence.stop().await;
     let summary = summary?;
     println!();
     print!("{}", summary.table);
     let counts = store.state_counts(session).await?;
     print_summary(&counts);
     println!(
-        "tuned table: {}  (all candidates: {})",
+        "tuned table: {}  (as JSON, with runners-up and failures by kind: {})",
         summary.csv.display(),
         summary.json.display()
     );

@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use shoal_actors::backends::SessionBackends;
 use shoal_actors::cluster::{self, Roles, WorkerOptions};
+use shoal_actors::presence;
 use shoal_actors::scheduler::shape::ShapeConfig;
 use shoal_actors::scheduler::SchedulerConfig;
 use shoal_model::Step;
@@ -144,6 +145,27 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let (work_dir, export_dir) = work_dirs(&args)?;
     let backends = SessionBackends::new(crate::miopen::fin_path(settings.fin.clone()))
         .with_replay_time(args.replay_time);
+    let devices = match args.simulate_devices {
+        Some(n) => shoal_gpu::simulated(n),
+        None => crate::host::devices(),
+    };
+    let host = crate::run::hostname();
+    let presence = Presence::start(
+        store.clone(),
+        presence::Identity {
+            host: host.clone(),
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            roles: role_names(roles),
+            // Devices are reported by the processes that evaluate on them or watch them.
+            devices: if roles.eval || roles.monitor {
+                devices.clone()
+            } else {
+                Vec::new()
+            },
+            started_ms: presence::now_ms(),
+        },
+    );
     let worker = cluster::start(
         store.clone(),
         bus.clone(),
@@ -151,7 +173,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         WorkerOptions {
             roles,
             // Several workers may share a host: the pid tells them apart in the store and logs.
-            host: format!("{}:{}", crate::run::hostname(), std::process::id()),
+            host: format!("{host}:{}", std::process::id()),
             work_dir,
             compile_slots: args.jobs,
             compile_steps,
@@ -160,10 +182,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             eval_on_cpu: args.eval_on_cpu,
             monitor_interval: Duration::from_secs(10),
             export_dir,
-            devices: match args.simulate_devices {
-                Some(n) => shoal_gpu::simulated(n),
-                None => crate::host::devices(),
-            },
+            devices,
             runner_program: crate::host::runner_program(),
             scheduler: SchedulerConfig {
                 max_compile_in_flight: args.max_in_flight.unwrap_or(256),
@@ -195,6 +214,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     };
     tracing::info!("stopping: draining in-flight work");
     worker.shutdown().await;
+    presence.stop().await;
     bus.close().await?;
     if let Some(reason) = gave_up {
         // Non-zero, so that systemd (Restart=on-failure) or an operator takes over.
@@ -237,6 +257,43 @@ fn roles(role: &[Role]) -> Roles {
         eval: all || role.contains(&Role::Eval),
         monitor: all || role.contains(&Role::Monitor),
         exporter: all || role.contains(&Role::Exporter),
+    }
+}
+
+/// The names of the roles a process runs, as `shoal workers` shows them.
+pub fn role_names(roles: Roles) -> Vec<String> {
+    [
+        (roles.scheduler, "scheduler"),
+        (roles.compile, "compile"),
+        (roles.eval, "eval"),
+        (roles.monitor, "monitor"),
+        (roles.exporter, "exporter"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, name)| name.to_string())
+    .collect()
+}
+
+/// This process's presence writer ([`presence::run`]), stopped last so that its final record
+/// says the process stopped cleanly.
+pub struct Presence {
+    trigger: shoal_actors::shutdown::Trigger,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Presence {
+    pub fn start(store: std::sync::Arc<dyn Store>, me: presence::Identity) -> Self {
+        let (trigger, signal) = shoal_actors::shutdown::channel();
+        let task = tokio::spawn(presence::run_standard(store, me, signal));
+        Presence { trigger, task }
+    }
+
+    pub async fn stop(self) {
+        self.trigger.trigger();
+        if let Err(e) = self.task.await {
+            tracing::warn!(error = %e, "the presence writer ended badly");
+        }
     }
 }
 

@@ -18,6 +18,8 @@ pub use names::UnknownName;
 pub mod message;
 pub mod outcome;
 pub mod params;
+pub mod presence;
+pub mod progress;
 pub mod queue;
 pub mod record;
 pub mod repeats;
@@ -32,6 +34,7 @@ pub use message::{
 };
 pub use outcome::{FailureKind, Measurement, Outcome};
 pub use params::Params;
+pub use presence::{DevicePresence, Liveness, WorkerPresence};
 pub use record::{
     Backend, Config, FinalResult, Job, NewConfig, NewJob, NewSession, NewSolver, ResultRow,
     Session, Solver,

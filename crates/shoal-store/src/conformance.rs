@@ -26,10 +26,12 @@ use crate::{Batch, BuildRecord, Change, Store, StoreError};
 
 mod catalog;
 mod outbox;
+mod presence;
 mod search_states;
 mod transitions;
 pub use catalog::*;
 pub use outbox::*;
+pub use presence::*;
 pub use search_states::*;
 pub use transitions::*;
 
@@ -76,6 +78,8 @@ macro_rules! store_conformance_tests {
             a_chain_through_a_cached_build_owes_only_the_eval,
             heartbeats_renew_running_leases_only_later,
             held_jobs_are_released_or_skipped,
+            worker_presence_is_upserted_and_listed_newest_first,
+            finish_times_list_ended_jobs_oldest_first,
         );
     };
 }

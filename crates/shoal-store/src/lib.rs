@@ -26,6 +26,7 @@ pub mod conformance;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 pub mod outbox;
+mod presence;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -143,6 +144,15 @@ macro_rules! delegating_store {
         }
         async fn final_results(&self, session: $crate::__model::SessionId) -> $crate::Result<Vec<$crate::__model::FinalResult>> {
             self.$field.final_results(session).await
+        }
+        async fn finish_times(&self, session: $crate::__model::SessionId, since_ms: i64) -> $crate::Result<Vec<i64>> {
+            self.$field.finish_times(session, since_ms).await
+        }
+        async fn put_worker(&self, worker: &$crate::__model::WorkerPresence) -> $crate::Result<()> {
+            self.$field.put_worker(worker).await
+        }
+        async fn workers(&self) -> $crate::Result<Vec<$crate::__model::WorkerPresence>> {
+            self.$field.workers().await
         }
             }
     };
@@ -332,6 +342,8 @@ pub trait Store: Send + Sync + 'static {
     async fn expired_leases(&self, now_ms: i64, limit: u32) -> Result<Vec<Job>>;
     /// Number of jobs of a session per state (states with no job are absent).
     async fn state_counts(&self, session: SessionId) -> Result<BTreeMap<JobState, u64>>;
+    /// When the jobs of a session that finished at or after `since_ms` finished, oldest first.
+    async fn finish_times(&self, session: SessionId, since_ms: i64) -> Result<Vec<i64>>;
 
     /// Applies a batch in one transaction; returns, per change, whether its compare-and-set
     /// matched. A change that did not match writes nothing (not its result either).
@@ -359,4 +371,10 @@ pub trait Store: Send + Sync + 'static {
     /// Every job of a session with its final result (the result of its final attempt), in job
     /// order.
     async fn final_results(&self, session: SessionId) -> Result<Vec<FinalResult>>;
+
+    /// Writes a worker process's presence record (`shoal_model::presence`): inserts it, or
+    /// replaces the row with its id.
+    async fn put_worker(&self, worker: &shoal_model::WorkerPresence) -> Result<()>;
+    /// Every worker record, the most recently seen first.
+    async fn workers(&self) -> Result<Vec<shoal_model::WorkerPresence>>;
 }

@@ -451,3 +451,34 @@ pub async fn artifacts_are_content_addressed(store: &dyn Store) {
     );
     assert_eq!(store.artifact("sha256:missing").await.unwrap(), None);
 }
+
+/// `finish_times`: a job that ends is stamped when it ends; jobs still going, or of another
+/// session, are not listed, nor those that ended before the time asked.
+pub async fn finish_times_list_ended_jobs_oldest_first(store: &dyn Store) {
+    let w = world(store).await;
+    let before = crate::encoding::now_ms();
+    let mut ids = Vec::new();
+    for tile in ["a", "b", "c"] {
+        ids.push(one_job(store, &w, tile).await);
+    }
+    assert!(store.finish_times(w.session, 0).await.unwrap().is_empty());
+    assert!(step(store, tr(ids[0], New, 0, Errored)).await);
+    assert!(step(store, tr(ids[1], New, 0, CompileQueued)).await);
+    let times = store.finish_times(w.session, 0).await.unwrap();
+    assert_eq!(times.len(), 1, "{times:?}");
+    assert!(times[0] >= before, "{times:?} before {before}");
+    assert!(step(store, tr(ids[2], New, 0, Errored)).await);
+    let times = store.finish_times(w.session, 0).await.unwrap();
+    assert_eq!(times.len(), 2);
+    assert!(times[0] <= times[1]);
+    assert!(store
+        .finish_times(w.session, times[1] + 1)
+        .await
+        .unwrap()
+        .is_empty());
+    let other = store
+        .create_session(&sample_session("other"))
+        .await
+        .unwrap();
+    assert!(store.finish_times(other, 0).await.unwrap().is_empty());
+}

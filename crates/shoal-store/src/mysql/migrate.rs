@@ -26,6 +26,7 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
         4,
         include_str!("../../../../schemas/mysql/0004_search_states.sql"),
     ),
+    (5, include_str!("../../../../schemas/mysql/0005_worker.sql")),
 ];
 
 /// How long `migrate` waits for another process's migration to finish, in seconds.

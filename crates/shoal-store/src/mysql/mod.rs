@@ -36,6 +36,7 @@
 mod apply;
 mod migrate;
 mod ops;
+mod presence;
 pub mod queries;
 mod rows;
 #[cfg(feature = "test-support")]

@@ -160,6 +160,10 @@ pub const EXPIRED_LEASES: &str = concat!(
 );
 
 /// Hot: progress reports. Covered by `job_by_state`.
+/// When each of a session's jobs finished, from a time on: `shoal status`'s rate.
+pub const FINISH_TIMES: &str = "SELECT finished_ms FROM job \
+     WHERE session_id = ? AND finished_ms >= ? ORDER BY finished_ms";
+
 pub const STATE_COUNTS: &str =
     "SELECT state, COUNT(*) FROM job WHERE session_id = ? GROUP BY state";
 

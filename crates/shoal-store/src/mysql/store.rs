@@ -193,4 +193,27 @@ impl Store for MysqlStore {
         self.run("reading final results", |c| ops::final_results(c, session))
             .await
     }
+
+    async fn finish_times(&self, session: SessionId, since_ms: i64) -> Result<Vec<i64>> {
+        self.run("reading finish times", |mut c| async move {
+            use mysql_async::prelude::Queryable;
+            let times: Vec<i64> = c
+                .exec(super::queries::FINISH_TIMES, (session.0, since_ms))
+                .await?;
+            Ok(times)
+        })
+        .await
+    }
+
+    async fn put_worker(&self, worker: &shoal_model::WorkerPresence) -> Result<()> {
+        let encoded = crate::presence::encode(worker)?;
+        self.run("writing a worker's presence", |c| {
+            super::presence::put_worker(c, &encoded)
+        })
+        .await
+    }
+
+    async fn workers(&self) -> Result<Vec<shoal_model::WorkerPresence>> {
+        self.run("listing workers", super::presence::workers).await
+    }
 }

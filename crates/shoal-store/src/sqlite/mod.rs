@@ -63,6 +63,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         5,
         include_str!("../../../../schemas/sqlite/0005_search_states.sql"),
     ),
+    (
+        6,
+        include_str!("../../../../schemas/sqlite/0006_worker.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
@@ -466,5 +470,29 @@ impl Store for SqliteStore {
             ops::final_results(c, session)
         })
         .await
+    }
+
+    async fn finish_times(&self, session: SessionId, since_ms: i64) -> Result<Vec<i64>> {
+        self.run("reading finish times", move |c| {
+            c.prepare_cached(queries::FINISH_TIMES)
+                .and_then(|mut st| {
+                    st.query_map(rusqlite::params![session.0, since_ms], |r| r.get(0))?
+                        .collect()
+                })
+                .map_err(|e| StoreError::backend("reading finish times", e))
+        })
+        .await
+    }
+
+    async fn put_worker(&self, worker: &shoal_model::WorkerPresence) -> Result<()> {
+        let worker = worker.clone();
+        self.run("writing a worker's presence", move |c| {
+            ops::put_worker(c, &worker)
+        })
+        .await
+    }
+
+    async fn workers(&self) -> Result<Vec<shoal_model::WorkerPresence>> {
+        self.run("listing workers", |c| ops::workers(c)).await
     }
 }

@@ -528,3 +528,53 @@ pub(crate) fn final_results(conn: &Connection, session: SessionId) -> Result<Vec
         .and_then(|mut st| st.query_map([session.0], rows::final_result)?.collect())
         .ctx("reading final results")
 }
+
+// ---- presence ------------------------------------------------------------------------------
+
+pub(crate) fn put_worker(conn: &Connection, w: &shoal_model::WorkerPresence) -> Result<()> {
+    let what = "writing a worker's presence";
+    let e = crate::presence::encode(w)?;
+    conn.prepare_cached(&crate::presence::UPSERT_SQLITE)
+        .and_then(|mut st| {
+            st.execute(params![
+                w.id,
+                w.host,
+                w.pid,
+                w.version,
+                e.roles,
+                e.devices,
+                e.jobs,
+                w.heartbeat_ms,
+                w.started_ms,
+                w.last_seen_ms,
+                w.stopped_ms
+            ])
+        })
+        .ctx(what)?;
+    Ok(())
+}
+
+pub(crate) fn workers(conn: &Connection) -> Result<Vec<shoal_model::WorkerPresence>> {
+    let raw: Vec<crate::presence::Raw> = conn
+        .prepare_cached(crate::presence::SELECT_ALL)
+        .and_then(|mut st| {
+            st.query_map([], |r| {
+                Ok(crate::presence::Raw {
+                    id: r.get(0)?,
+                    host: r.get(1)?,
+                    pid: r.get(2)?,
+                    version: r.get(3)?,
+                    roles: r.get(4)?,
+                    devices: r.get(5)?,
+                    jobs: r.get(6)?,
+                    heartbeat_ms: r.get(7)?,
+                    started_ms: r.get(8)?,
+                    last_seen_ms: r.get(9)?,
+                    stopped_ms: r.get(10)?,
+                })
+            })?
+            .collect()
+        })
+        .ctx("listing workers")?;
+    raw.into_iter().map(crate::presence::decode).collect()
+}

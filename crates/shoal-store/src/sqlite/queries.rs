@@ -98,6 +98,10 @@ pub(crate) const EXPIRED_LEASES: &str = concat!(
 );
 
 /// Hot: progress reports. Covered by `job_by_state`.
+/// When each of a session's jobs finished, from a time on: `shoal status`'s rate.
+pub(crate) const FINISH_TIMES: &str = "SELECT finished_ms FROM job \
+     WHERE session_id = ?1 AND finished_ms >= ?2 ORDER BY finished_ms";
+
 pub(crate) const STATE_COUNTS: &str =
     "SELECT state, COUNT(*) FROM job WHERE session_id = ?1 GROUP BY state";
 

@@ -1,0 +1,197 @@
+//! A process's presence in the store: what `shoal workers` lists. [`run`] writes this process's
+//! [`WorkerPresence`] when it starts, every [`PRESENCE_EVERY`] after, and once more, marked
+//! stopped, when it stops cleanly; a process that dies stops writing, and readers call it stale
+//! ([`WorkerPresence::liveness`]).
+//!
+//! The jobs a process holds are those it is building or timing right now: every build and
+//! evaluation already runs inside [`crate::with_heartbeats`] (the per-job lease renewals), which
+//! records its jobs here for as long as it runs ([`hold`]). The registry is per process, as the
+//! record is.
+//!
+//! A write that fails (the database restarting) is logged and tried at the next beat: presence
+//! is for people, and never stops the work.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use shoal_gpu::{Device, SystemRoot};
+use shoal_model::presence::PRESENCE_EVERY;
+use shoal_model::{DevicePresence, JobId, WorkerPresence};
+use shoal_store::Store;
+
+use crate::shutdown::Signal;
+
+/// Jobs being built or timed in this process, with how many holders each has.
+static HELD: Mutex<BTreeMap<JobId, usize>> = Mutex::new(BTreeMap::new());
+
+/// Jobs held while this value lives.
+pub(crate) struct Holding(Vec<JobId>);
+
+/// Records `jobs` as held by this process until the returned value is dropped.
+pub(crate) fn hold(jobs: impl IntoIterator<Item = JobId>) -> Holding {
+    let jobs: Vec<JobId> = jobs.into_iter().collect();
+    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    for j in &jobs {
+        *held.entry(*j).or_default() += 1;
+    }
+    Holding(jobs)
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        for j in &self.0 {
+            if let Some(n) = held.get_mut(j) {
+                *n -= 1;
+                if *n == 0 {
+                    held.remove(j);
+                }
+            }
+        }
+    }
+}
+
+/// The jobs this process is building or timing now, in id order.
+pub fn held_jobs() -> Vec<JobId> {
+    HELD.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .keys()
+        .copied()
+        .collect()
+}
+
+/// Who this process is, for its presence record.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub host: String,
+    pub pid: u32,
+    pub version: String,
+    pub roles: Vec<String>,
+    /// The devices whose health each beat reports.
+    pub devices: Vec<Device>,
+    pub started_ms: i64,
+}
+
+impl Identity {
+    /// The record at `now_ms`, with each device's health as probed now.
+    fn record(&self, now_ms: i64, every: Duration, health: Vec<DevicePresence>) -> WorkerPresence {
+        WorkerPresence {
+            id: WorkerPresence::id_of(&self.host, self.pid, self.started_ms),
+            host: self.host.clone(),
+            pid: self.pid,
+            version: self.version.clone(),
+            roles: self.roles.clone(),
+            devices: health,
+            jobs: held_jobs(),
+            heartbeat_ms: i64::try_from(every.as_millis()).unwrap_or(i64::MAX),
+            started_ms: self.started_ms,
+            last_seen_ms: now_ms,
+            stopped_ms: None,
+        }
+    }
+}
+
+/// Each device's health, probed off the async threads (NVML and sysfs reads block).
+async fn probe_all(devices: &[Device]) -> Vec<DevicePresence> {
+    let devices = devices.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let root = SystemRoot::default();
+        devices
+            .iter()
+            .map(|d| {
+                let h = shoal_gpu::probe(&root, d);
+                DevicePresence {
+                    id: d.id.clone(),
+                    name: d.name.clone(),
+                    arch: d.arch.clone(),
+                    units: d.num_cu,
+                    healthy: h.healthy,
+                    detail: h.detail,
+                }
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Writes `me`'s presence every `every` until `stop`, then once more as stopped.
+pub async fn run(store: Arc<dyn Store>, me: Identity, every: Duration, mut stop: Signal) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.triggered() => break,
+        }
+        let record = me.record(now_ms(), every, probe_all(&me.devices).await);
+        if let Err(e) = store.put_worker(&record).await {
+            tracing::warn!(error = %e, "presence not written; trying again at the next beat");
+        }
+    }
+    let mut record = me.record(now_ms(), every, probe_all(&me.devices).await);
+    record.stopped_ms = Some(record.last_seen_ms);
+    if let Err(e) = store.put_worker(&record).await {
+        tracing::warn!(error = %e, "the stop was not recorded; readers will call this worker stale");
+    }
+}
+
+/// [`run`] with the standard period.
+pub async fn run_standard(store: Arc<dyn Store>, me: Identity, stop: Signal) {
+    run(store, me, PRESENCE_EVERY, stop).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_jobs_are_those_of_live_holdings() {
+        let a = hold([JobId(900_001), JobId(900_002)]);
+        let b = hold([JobId(900_002)]);
+        let mine =
+            |ids: Vec<JobId>| -> Vec<JobId> { ids.into_iter().filter(|j| j.0 > 900_000).collect() };
+        assert_eq!(mine(held_jobs()), vec![JobId(900_001), JobId(900_002)]);
+        drop(a);
+        assert_eq!(mine(held_jobs()), vec![JobId(900_002)]);
+        drop(b);
+        assert!(mine(held_jobs()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_process_is_recorded_while_it_runs_and_stopped_when_it_stops() {
+        let store: Arc<dyn Store> = Arc::new(shoal_store::SqliteStore::open_in_memory().unwrap());
+        store.migrate().await.unwrap();
+        let me = Identity {
+            host: "h".into(),
+            pid: 42,
+            version: "0.1.0".into(),
+            roles: vec!["eval".into()],
+            devices: shoal_gpu::simulated(2),
+            started_ms: now_ms(),
+        };
+        let (trigger, signal) = crate::shutdown::channel();
+        let task = tokio::spawn(run(store.clone(), me, Duration::from_millis(20), signal));
+        let _held = hold([JobId(900_100)]);
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        let live = store.workers().await.unwrap();
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].devices.len(), 2);
+        assert!(live[0].jobs.contains(&JobId(900_100)), "{live:?}");
+        assert_eq!(live[0].liveness(now_ms()), shoal_model::Liveness::Live);
+        trigger.trigger();
+        task.await.unwrap();
+        let stopped = store.workers().await.unwrap();
+        assert_eq!(
+            stopped[0].liveness(now_ms()),
+            shoal_model::Liveness::Stopped
+        );
+    }
+}

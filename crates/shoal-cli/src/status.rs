@@ -1,0 +1,243 @@
+//! `shoal sessions` and `shoal status`: what the store says about the sessions in it, for people
+//! (text) and programs (`--json`): per session its progress, rate and ETA
+//! ([`shoal_model::progress`]), its jobs per state, its failures by kind with one message each,
+//! and a summary of the fleet that works on it (the presence records, `shoal workers`).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use shoal_model::progress::{human_duration, Progress, RATE_WINDOW_MS};
+use shoal_model::{JobState, Liveness};
+
+use crate::store_open::session_or_newest;
+
+pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<ExitCode> {
+    let store = crate::fleet::store_for_reading(db, cluster).await?;
+    let mut rows = Vec::new();
+    for s in store.sessions().await? {
+        let counts = store.state_counts(s.id).await?;
+        let total: u64 = counts.values().sum();
+        let done: u64 = counts
+            .iter()
+            .filter(|(st, _)| st.is_terminal())
+            .map(|(_, n)| n)
+            .sum();
+        rows.push((s, done, total));
+    }
+    if json {
+        let list: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(s, done, total)| {
+                let mut v = serde_json::to_value(s).unwrap_or_default();
+                // The spec's whole text is the session's identity, not a listing's business.
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("spec");
+                }
+                v["done"] = (*done).into();
+                v["jobs"] = (*total).into();
+                v
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        println!("no session in {}", store.describe());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut lines = vec![[
+        "session", "arch", "units", "backend", "done", "jobs", "spec",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for (s, done, total) in &rows {
+        lines.push(vec![
+            s.id.to_string(),
+            s.info.arch.clone(),
+            s.info.num_cu.to_string(),
+            s.info.backend.to_string(),
+            done.to_string(),
+            total.to_string(),
+            s.info.spec_path.clone(),
+        ]);
+    }
+    print!(
+        "{}",
+        shoal_export::text_columns(&lines, shoal_export::Align::Left, true)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn status(
+    db: &Path,
+    cluster: bool,
+    session: Option<i64>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let store = crate::fleet::store_for_reading(db, cluster).await?;
+    let info = session_or_newest(&*store, session).await?;
+    let id = info.id;
+    let counts = store.state_counts(id).await?;
+    let total: u64 = counts.values().sum();
+    let done: u64 = counts
+        .iter()
+        .filter(|(st, _)| st.is_terminal())
+        .map(|(_, n)| n)
+        .sum();
+    let now = shoal_actors::presence::now_ms();
+    let times = store.finish_times(id, now - RATE_WINDOW_MS).await?;
+    let progress = Progress::new(done, total, &times, now);
+    let failures = failures_by_kind(&store.final_results(id).await?);
+    let fleet = FleetSummary::of(&store.workers().await?, now);
+    if json {
+        let states: serde_json::Map<String, serde_json::Value> = JobState::ALL
+            .iter()
+            .map(|st| {
+                (
+                    st.as_str().to_string(),
+                    counts.get(st).copied().unwrap_or(0).into(),
+                )
+            })
+            .collect();
+        let failures: Vec<serde_json::Value> = failures
+            .iter()
+            .map(|(kind, (n, example))| {
+                serde_json::json!({ "kind": kind, "count": n, "example": example })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "session": id.0,
+            "progress": progress,
+            "states": states,
+            "failures": failures,
+            "fleet": fleet,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "session {id}: {} on {} ({} units), {} backend",
+        info.info.spec_path, info.info.arch, info.info.num_cu, info.info.backend
+    );
+    println!("progress: {}", progress_line(&progress));
+    println!("jobs");
+    for st in JobState::ALL {
+        println!(
+            "  {:<15} {}",
+            st.as_str(),
+            counts.get(&st).copied().unwrap_or(0)
+        );
+    }
+    if !failures.is_empty() {
+        println!("failures by kind");
+        for (kind, (n, example)) in &failures {
+            let example = example.as_deref().unwrap_or("");
+            println!("  {kind:<15} {n:<6} e.g. {}", one_line(example, 100));
+        }
+    }
+    println!("fleet: {}", fleet.line());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `120/540 done (22.2 %), 3.20 jobs/s over the last 5 min, ETA 2m 11s`.
+fn progress_line(p: &Progress) -> String {
+    let mut line = format!("{}/{} done ({:.1} %)", p.done, p.total, p.percent());
+    match (p.per_s, p.eta_s) {
+        _ if p.done == p.total => line.push_str(", finished"),
+        (Some(r), Some(eta)) => line.push_str(&format!(
+            ", {r:.2} jobs/s over the last {} min, ETA {}",
+            RATE_WINDOW_MS / 60_000,
+            human_duration(eta)
+        )),
+        _ => line.push_str(&format!(
+            ", nothing finished in the last {} min",
+            RATE_WINDOW_MS / 60_000
+        )),
+    }
+    line
+}
+
+/// What the workers reporting to the store add up to.
+#[derive(Debug, Default, serde::Serialize)]
+struct FleetSummary {
+    live: usize,
+    stale: usize,
+    devices: usize,
+    unhealthy_devices: usize,
+    jobs_held: usize,
+}
+
+impl FleetSummary {
+    fn of(workers: &[shoal_model::WorkerPresence], now: i64) -> Self {
+        let mut f = FleetSummary::default();
+        for w in workers {
+            match w.liveness(now) {
+                Liveness::Live => {
+                    f.live += 1;
+                    f.devices += w.devices.len();
+                    f.unhealthy_devices += w.devices.iter().filter(|d| !d.healthy).count();
+                    f.jobs_held += w.jobs.len();
+                }
+                Liveness::Stale => f.stale += 1,
+                Liveness::Stopped => {}
+            }
+        }
+        f
+    }
+
+    fn line(&self) -> String {
+        if self.live + self.stale == 0 {
+            return "no worker is reporting (`shoal workers` lists those that did)".into();
+        }
+        format!(
+            "{} live workers{}, {} devices{}, holding {} jobs",
+            self.live,
+            if self.stale > 0 {
+                format!(" ({} stale)", self.stale)
+            } else {
+                String::new()
+            },
+            self.devices,
+            if self.unhealthy_devices > 0 {
+                format!(" ({} unhealthy)", self.unhealthy_devices)
+            } else {
+                String::new()
+            },
+            self.jobs_held
+        )
+    }
+}
+
+/// A session's failed jobs counted by failure kind, each with the first message recorded for
+/// that kind (in job order, so the example is stable).
+fn failures_by_kind(
+    results: &[shoal_model::FinalResult],
+) -> std::collections::BTreeMap<String, (u64, Option<String>)> {
+    let mut kinds = std::collections::BTreeMap::<String, (u64, Option<String>)>::new();
+    for r in results {
+        let (kind, message) = match (&r.failure, &r.outcome) {
+            (Some(k), _) => (k.as_str().to_string(), r.last_error.clone()),
+            (None, Some(shoal_model::Outcome::Failed { kind, detail })) => {
+                (kind.to_string(), Some(detail.clone()))
+            }
+            _ if r.state == JobState::Errored => ("errored".into(), r.last_error.clone()),
+            _ => continue,
+        };
+        let entry = kinds.entry(kind).or_default();
+        entry.0 += 1;
+        if entry.1.is_none() {
+            entry.1 = message.filter(|m| !m.is_empty());
+        }
+    }
+    kinds
+}
+
+/// The first line of `text`, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let mut cut: String = line.chars().take(max).collect();
+    if line.chars().count() > max {
+        cut.push('…');
+    }
+    cut
+}
