@@ -8,8 +8,8 @@
 -- INSERT ... ON DUPLICATE KEY UPDATE needs UPDATE on every column it inserts: hence UPDATE on
 -- the tables the loaders upsert, and UPDATE (columns) on job for the cli (not attempt, lease,
 -- worker, artifact, failure or timestamps; state is among the inserted columns).
--- Every worker role writes its own presence row in `worker` (an upsert it never reads back); the
--- cli reads them (`shoal workers`).
+-- Every worker role writes its own presence row in `worker` (an upsert: MariaDB wants SELECT on
+-- the columns it updates); the cli reads them (`shoal workers`).
 -- Every role reads and may "create" schema_version because every shoal process migrates on start
 -- (with the schema current that is one CREATE TABLE IF NOT EXISTS schema_version).
 
@@ -28,14 +28,14 @@ GRANT SELECT, UPDATE ON `shoal`.`job` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT INSERT ON `shoal`.`result` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`build` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT, INSERT, DELETE ON `shoal`.`outbox` TO 'shoal_scheduler'@'CLUSTER_NET';
-GRANT INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_scheduler'@'CLUSTER_NET';
+GRANT SELECT, INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_scheduler'@'CLUSTER_NET';
 
 -- compile
 CREATE USER IF NOT EXISTS 'shoal_compile'@'CLUSTER_NET' IDENTIFIED BY 'COMPILE_DB_PASSWORD';
 GRANT SELECT, CREATE ON `shoal`.`schema_version` TO 'shoal_compile'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`session` TO 'shoal_compile'@'CLUSTER_NET';
 GRANT SELECT (hash), INSERT, UPDATE ON `shoal`.`artifact` TO 'shoal_compile'@'CLUSTER_NET';
-GRANT INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_compile'@'CLUSTER_NET';
+GRANT SELECT, INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_compile'@'CLUSTER_NET';
 
 -- eval
 CREATE USER IF NOT EXISTS 'shoal_eval'@'CLUSTER_NET' IDENTIFIED BY 'EVAL_DB_PASSWORD';
@@ -43,7 +43,7 @@ GRANT SELECT, CREATE ON `shoal`.`schema_version` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`session` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`job` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`artifact` TO 'shoal_eval'@'CLUSTER_NET';
-GRANT INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_eval'@'CLUSTER_NET';
+GRANT SELECT, INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_eval'@'CLUSTER_NET';
 
 -- exporter
 CREATE USER IF NOT EXISTS 'shoal_exporter'@'CLUSTER_NET' IDENTIFIED BY 'EXPORTER_DB_PASSWORD';
@@ -53,7 +53,7 @@ GRANT SELECT ON `shoal`.`job` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`config` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`solver` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`result` TO 'shoal_exporter'@'CLUSTER_NET';
-GRANT INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_exporter'@'CLUSTER_NET';
+GRANT SELECT, INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_exporter'@'CLUSTER_NET';
 
 -- cli
 CREATE USER IF NOT EXISTS 'shoal_cli'@'CLUSTER_NET' IDENTIFIED BY 'CLI_DB_PASSWORD';

@@ -315,8 +315,8 @@ check_cluster_net() {
 # current that is one CREATE TABLE IF NOT EXISTS schema_version, which needs CREATE on that
 # table (and nothing else); a pending migration fails for a role and must run as the admin.
 # INSERT ... ON DUPLICATE KEY UPDATE needs UPDATE on every column it inserts (MariaDB 10.11).
-# Every worker role writes its own presence row (worker: an upsert, never read back); the cli
-# reads them (`shoal workers`).
+# Every worker role writes its own presence row (worker: an upsert, which MariaDB checks for
+# SELECT on the columns it updates); the cli reads them (`shoal workers`).
 SHOAL_JOB_INSERT_COLUMNS='id, session_id, config_id, solver_id, compile_step, eval_step, compile_params, run_params, candidate_key, build_key, state, created_ms, updated_ms'
 shoal_role_db_grants() {
     local t=$'\t'
@@ -329,23 +329,23 @@ shoal_role_db_grants() {
         # owed: written by apply, read by the sender, cleared once the broker confirmed).
         printf '%s\n' "SELECT${t}session" "SELECT${t}config" "SELECT, UPDATE${t}job" \
             "INSERT${t}result" "SELECT, INSERT, UPDATE${t}build" "SELECT, INSERT, DELETE${t}outbox" \
-            "INSERT, UPDATE${t}worker"
+            "SELECT, INSERT, UPDATE${t}worker"
         ;;
     compile)
         # session (backend), put_artifact (INSERT … ON DUPLICATE KEY UPDATE hash = hash, which
         # reads the column hash: SELECT on it, not on the bytes).
         printf '%s\n' "SELECT${t}session" "SELECT (hash), INSERT, UPDATE${t}artifact" \
-            "INSERT, UPDATE${t}worker"
+            "SELECT, INSERT, UPDATE${t}worker"
         ;;
     eval)
         # session (backend), job (is the attempt still current?), artifact (fetch).
         printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}artifact" \
-            "INSERT, UPDATE${t}worker"
+            "SELECT, INSERT, UPDATE${t}worker"
         ;;
     exporter)
         # session, final_results (job ⋈ config ⋈ solver ⟕ result).
         printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}config" "SELECT${t}solver" \
-            "SELECT${t}result" "INSERT, UPDATE${t}worker"
+            "SELECT${t}result" "SELECT, INSERT, UPDATE${t}worker"
         ;;
     cli)
         # shoal tune --cluster (load: find/create session, upsert configs, tags, solvers,

@@ -56,6 +56,8 @@ pub struct Health {
     pub detail: String,
     pub temperature_c: Option<f64>,
     pub busy_percent: Option<f64>,
+    /// The graphics (shader) clock now, where the driver tells it (NVML).
+    pub clock_mhz: Option<f64>,
 }
 
 /// Where to read system files from; tests point it at a fixture tree.
@@ -264,6 +266,7 @@ pub fn probe(root: &SystemRoot, device: &Device) -> Health {
                 },
                 temperature_c: None,
                 busy_percent: None,
+                clock_mhz: None,
             }
         }
         DeviceKind::AmdGpu => {
@@ -277,6 +280,7 @@ pub fn probe(root: &SystemRoot, device: &Device) -> Health {
                     detail: format!("{} is gone", node.display()),
                     temperature_c: None,
                     busy_percent: None,
+                    clock_mhz: None,
                 };
             }
             let (busy, temp) = match device.drm_render_minor {
@@ -294,6 +298,7 @@ pub fn probe(root: &SystemRoot, device: &Device) -> Health {
                 ),
                 temperature_c: temp,
                 busy_percent: busy,
+                clock_mhz: None,
             }
         }
         DeviceKind::TestDouble => Health {
@@ -301,6 +306,7 @@ pub fn probe(root: &SystemRoot, device: &Device) -> Health {
             detail: "test double".into(),
             temperature_c: None,
             busy_percent: None,
+            clock_mhz: None,
         },
         DeviceKind::NvidiaGpu => nvml::probe(device.visible_index.unwrap_or(0)),
     }

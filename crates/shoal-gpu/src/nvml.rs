@@ -78,6 +78,7 @@ pub fn probe(index: u32) -> Health {
         detail,
         temperature_c: None,
         busy_percent: None,
+        clock_mhz: None,
     };
     let nvml = match nvml() {
         Ok(n) => n,
@@ -100,6 +101,7 @@ pub fn probe(index: u32) -> Health {
         ),
         temperature_c: temperature.map(f64::from),
         busy_percent: busy.map(f64::from),
+        clock_mhz: clock.map(f64::from),
     }
 }
 
