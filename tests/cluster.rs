@@ -20,6 +20,29 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The text of `GET /metrics` on a local port.
+fn scrape(port: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    reply
+}
+
+/// The values of the sample lines that start with `prefix`.
+fn metric_lines(text: &str, prefix: &str) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect()
+}
+
 /// `shoal workers --json` against the cluster's database.
 fn workers(cluster: &Cluster, dir: &Path) -> Vec<serde_json::Value> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
@@ -91,7 +114,15 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
     let dir = tempfile::tempdir().unwrap();
     let mut cluster = Cluster::new("cp", dir.path());
     let arch = std::env::consts::ARCH;
-    cluster.start_worker("scheduler", &[], &["--role", "scheduler"]);
+    let metrics_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port().to_string()
+    };
+    cluster.start_worker(
+        "scheduler",
+        &[],
+        &["--role", "scheduler", "--metrics-addr", &metrics_port],
+    );
     cluster.start_worker(
         "compile1",
         &[],
@@ -133,6 +164,25 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
     );
     let eval = listed.iter().find(|w| w["roles"][0] == "eval").unwrap();
     assert!(!eval["devices"].as_array().unwrap().is_empty(), "{eval}");
+    // The Scheduler's metrics: the session's 16 jobs, 16 results applied, the results queue.
+    let metrics = scrape(&metrics_port);
+    let jobs: f64 = metric_lines(&metrics, "shoal_jobs{session=\"1\",")
+        .iter()
+        .sum();
+    assert_eq!(jobs, 16.0, "{metrics}");
+    let results: f64 = metric_lines(&metrics, "shoal_results_total{").iter().sum();
+    assert!(results >= 16.0, "{metrics}");
+    assert_eq!(
+        metric_lines(
+            &metrics,
+            &format!(
+                "shoal_queue_messages{{queue=\"{}.results\"}}",
+                cluster.namespace
+            )
+        ),
+        vec![0.0],
+        "{metrics}"
+    );
     hostile_messages_are_dead_lettered(&cluster, dir.path());
     // The exporter role writes the tuned table on request, on its own host, inside its export
     // directory only: a request for a path outside it is refused by the CLI.

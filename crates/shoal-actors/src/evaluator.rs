@@ -281,6 +281,7 @@ async fn eval_requests(
                 "this host cannot write its disk (full or read-only): {detail}"
             )));
         }
+        shoal_metrics::metrics().evaluator_busy(&cfg.device, busy);
         let reply = ReplyBody::Evaluated(EvalReply {
             session: req.session,
             step: req.step,

@@ -184,6 +184,13 @@ async fn probe_loop(
             if *switch.borrow() != health.healthy {
                 tracing::warn!(device = %device.id, healthy = health.healthy, detail = %health.detail, "device health changed");
             }
+            shoal_metrics::metrics().device_probed(
+                &device.id,
+                health.healthy,
+                health.temperature_c,
+                health.busy_percent,
+                health.clock_mhz,
+            );
             let is_paused = paused.lock().unwrap().contains(&device.id);
             switch.send_replace(health.healthy && !is_paused);
             let event = Message::Event(Event::Health(DeviceHealth {

@@ -77,6 +77,7 @@ pub fn supervise<F, Fut, E>(
             if stop.is_triggered() {
                 break;
             }
+            shoal_metrics::metrics().loop_restarted(&name);
             if started.elapsed() > Duration::from_secs(60) {
                 delay = backoff.initial;
                 failing_since = None;

@@ -390,6 +390,11 @@ pub struct TuneArgs {
     /// scheduling at the recording's pace.
     #[arg(long, value_name = "instant|scaled:F", default_value = "instant")]
     pub replay_time: shoal_backend::replay::ReplayTime,
+    /// Serve Prometheus metrics on http://ADDR/metrics while tuning (jobs per state, results
+    /// by kind, dispatch and apply latency, device temperature, utilisation and clock). A bare
+    /// port (`9464`) listens on loopback.
+    #[arg(long, value_name = "ADDR", value_parser = crate::metrics_endpoint::parse_addr)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// The spec limits of a command, with `--max-candidates` applied.

@@ -14,6 +14,7 @@ mod host;
 mod hostile;
 mod load;
 mod logging;
+mod metrics_endpoint;
 mod miopen;
 mod run;
 mod signals;

@@ -61,6 +61,13 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("shoal-out").join(&spec.name));
+    let metrics = crate::metrics_endpoint::start(
+        args.metrics_addr,
+        store.clone(),
+        crate::metrics_endpoint::Counted::One(session),
+        None,
+    )
+    .await?;
     // This process is the whole fleet: listed by `shoal workers` like a cluster's workers.
     let presence = crate::worker::Presence::start(
         store.clone(),
@@ -103,6 +110,9 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("exporting session {session}"));
     running.shutdown().await?;
     presence.stop().await;
+    if let Some(m) = metrics {
+        m.stop().await;
+    }
     let summary = summary?;
     println!();
     print!("{}", summary.table);

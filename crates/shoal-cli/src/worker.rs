@@ -97,6 +97,12 @@ pub struct WorkerArgs {
     /// refused login or a bad URL fails at once.
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub wait_for_services: u64,
+    /// Serve Prometheus metrics on http://ADDR/metrics: jobs per state and session (Scheduler),
+    /// results by kind, dispatch and apply latency, queue depths, loop restarts, each
+    /// Evaluator's busy seconds, device temperature, utilisation and clock. A bare port
+    /// (`9464`) listens on loopback; another address is reachable by anyone who can reach it.
+    #[arg(long, value_name = "ADDR", value_parser = crate::metrics_endpoint::parse_addr)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// The steps this build's backends run.
@@ -197,6 +203,28 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         },
     )
     .await?;
+    let mut queues = worker.queues.clone();
+    queues.push(bus.namespace().results_queue());
+    let metrics = match crate::metrics_endpoint::start(
+        args.metrics_addr,
+        store.clone(),
+        if roles.scheduler {
+            crate::metrics_endpoint::Counted::Newest
+        } else {
+            crate::metrics_endpoint::Counted::Nothing
+        },
+        Some((bus.clone(), queues)),
+    )
+    .await
+    {
+        Ok(m) => m,
+        Err(e) => {
+            // Hand back whatever was taken before saying why.
+            worker.shutdown().await;
+            presence.stop().await;
+            return Err(e);
+        }
+    };
     tracing::info!(
         roles = ?args.role,
         broker = %redact(&broker_url),
@@ -215,6 +243,9 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     tracing::info!("stopping: draining in-flight work");
     worker.shutdown().await;
     presence.stop().await;
+    if let Some(m) = metrics {
+        m.stop().await;
+    }
     bus.close().await?;
     if let Some(reason) = gave_up {
         // Non-zero, so that systemd (Restart=on-failure) or an operator takes over.

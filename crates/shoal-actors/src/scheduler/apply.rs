@@ -27,7 +27,18 @@ impl Inner {
         for s in sessions {
             self.in_flight_of(*s).await?;
         }
+        let t0 = Instant::now();
         let applied = self.store.apply(batch).await?;
+        let m = shoal_metrics::metrics();
+        m.apply_took(t0.elapsed());
+        for (change, _) in batch.changes.iter().zip(&applied).filter(|(_, ok)| **ok) {
+            if let Some(r) = &change.result {
+                m.result(match &r.outcome {
+                    shoal_model::Outcome::Measured(_) => "ok",
+                    shoal_model::Outcome::Failed { kind, .. } => kind.as_str(),
+                });
+            }
+        }
         self.started
             .borrow_mut()
             .committed(&batch.changes, &applied);

@@ -372,7 +372,9 @@ async fn run(inner: Rc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
         if stop.is_triggered() {
             break;
         }
+        let t0 = std::time::Instant::now();
         let progressed = dispatch.turn(&inner).await?;
+        shoal_metrics::metrics().dispatch_took(t0.elapsed());
         // Dispatch made progress: look for replies without waiting, then dispatch again.
         let wait = if progressed {
             Duration::ZERO
