@@ -64,6 +64,9 @@ pub enum Command {
         #[arg(long)]
         cluster: bool,
     },
+    /// Serve the read-only web dashboard: sessions with progress and ETA, one session's
+    /// winners, failures and a chart of every candidate's time per shape, and the fleet.
+    Serve(crate::web::ServeArgs),
     /// List the worker processes that report to the store: live, stale (silent for 3
     /// heartbeats) or stopped, with their hosts, roles, devices and the jobs they hold. Reads the
     /// cluster's database with --cluster, else --db.

@@ -29,6 +29,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Db {
             command: DbCommand::Migrate,
         } => migrate(&db).await,
+        Command::Serve(args) => crate::web::serve(args, &db).await,
         Command::Workers(args) => crate::fleet::workers(args, &db).await,
         Command::Sessions { json, cluster } => crate::status::sessions(&db, cluster, json).await,
         Command::Compare(args) => crate::compare::run(args, &db).await,

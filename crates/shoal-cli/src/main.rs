@@ -22,6 +22,7 @@ mod status;
 mod store_open;
 mod tune;
 mod tune_cluster;
+mod web;
 mod worker;
 
 use std::process::ExitCode;

@@ -87,7 +87,7 @@ pub async fn status(
     let now = shoal_actors::presence::now_ms();
     let times = store.finish_times(id, now - RATE_WINDOW_MS).await?;
     let progress = Progress::new(done, total, &times, now);
-    let failures = failures_by_kind(&store.final_results(id).await?);
+    let failures = shoal_export::failures_by_kind(&store.final_results(id).await?);
     let fleet = FleetSummary::of(&store.workers().await?, now);
     if json {
         let states: serde_json::Map<String, serde_json::Value> = JobState::ALL
@@ -132,7 +132,10 @@ pub async fn status(
         println!("failures by kind");
         for (kind, (n, example)) in &failures {
             let example = example.as_deref().unwrap_or("");
-            println!("  {kind:<15} {n:<6} e.g. {}", one_line(example, 100));
+            println!(
+                "  {kind:<15} {n:<6} e.g. {}",
+                shoal_export::one_line(example, 100)
+            );
         }
     }
     println!("fleet: {}", fleet.line());
@@ -206,38 +209,4 @@ impl FleetSummary {
             self.jobs_held
         )
     }
-}
-
-/// A session's failed jobs counted by failure kind, each with the first message recorded for
-/// that kind (in job order, so the example is stable).
-fn failures_by_kind(
-    results: &[shoal_model::FinalResult],
-) -> std::collections::BTreeMap<String, (u64, Option<String>)> {
-    let mut kinds = std::collections::BTreeMap::<String, (u64, Option<String>)>::new();
-    for r in results {
-        let (kind, message) = match (&r.failure, &r.outcome) {
-            (Some(k), _) => (k.as_str().to_string(), r.last_error.clone()),
-            (None, Some(shoal_model::Outcome::Failed { kind, detail })) => {
-                (kind.to_string(), Some(detail.clone()))
-            }
-            _ if r.state == JobState::Errored => ("errored".into(), r.last_error.clone()),
-            _ => continue,
-        };
-        let entry = kinds.entry(kind).or_default();
-        entry.0 += 1;
-        if entry.1.is_none() {
-            entry.1 = message.filter(|m| !m.is_empty());
-        }
-    }
-    kinds
-}
-
-/// The first line of `text`, cut to `max` characters.
-fn one_line(text: &str, max: usize) -> String {
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let mut cut: String = line.chars().take(max).collect();
-    if line.chars().count() > max {
-        cut.push('…');
-    }
-    cut
 }
