@@ -65,7 +65,7 @@ fn sessions_are_listed_with_a_header_and_a_missing_one_is_an_error() {
     let header: Vec<&str> = list.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["session", "arch", "units", "backend", "done", "jobs", "spec"],
+        ["session", "arch", "units", "backend", "done", "jobs", "rate", "eta", "spec"],
         "{list}"
     );
     assert!(list.lines().nth(2).unwrap().contains("gfx90a"), "{list}");
@@ -161,4 +161,20 @@ fn logs_off_a_terminal_have_no_colour_codes_and_migrations_are_debug() {
         "migrations logged at info: {info}"
     );
     assert!(Path::new(&d.join("b.db")).exists());
+}
+
+#[test]
+fn devices_are_listed_as_json_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::run_ok(common::shoal(dir.path()).args(["devices", "--json"]));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Every host has its CPU.
+    let cpu = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == "cpu")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(cpu["healthy"], true, "{list}");
+    assert!(cpu["units"].as_u64().unwrap() >= 1, "{list}");
 }

@@ -148,6 +148,13 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
     let stdout = tune_in_cluster(&cluster, dir.path());
     check_results(&cluster, dir.path(), &stdout);
     // The fleet view: every worker process reports itself, live, with its roles.
+    let mut table = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    table.current_dir(dir.path()).args(["workers", "--cluster"]);
+    cluster.env(&mut table);
+    let table = common::run_ok(&mut table);
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(table.contains("5 live, 0 stale"), "{table}");
+    eprintln!("shoal workers --cluster, during the run:\n{table}");
     let listed = workers(&cluster, dir.path());
     let mut roles: Vec<String> = listed
         .iter()

@@ -498,6 +498,16 @@ fn golden_versions_start_from_shipped_databases_and_fold_sessions_in(d: &Path, o
         listed.starts_with("1\t") && listed.contains("gfx90a6e.kdb"),
         "{listed}"
     );
+    let listed: serde_json::Value =
+        serde_json::from_str(&stdout(shoal(d).args(["golden", "list", "--json"]))).unwrap();
+    assert_eq!(listed[0]["version"], 1, "{listed}");
+    assert!(
+        listed[0]["files"]
+            .as_array()
+            .unwrap()
+            .contains(&"gfx90a6e.kdb".into()),
+        "{listed}"
+    );
 
     let exported = d.join("golden-out");
     stdout(

@@ -155,7 +155,11 @@ pub enum Command {
         force: bool,
     },
     /// List the devices this host can evaluate on, as the GpuMonitor sees them.
-    Devices,
+    Devices {
+        /// Print JSON (one object per device, with its health readings) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Import MIOpenDriver command lines as configs with a tag (deduplicated).
     ///
     /// Accepts conv, convfp16, convbfp16 and convint8 lines, short and long flags, 2-D and 3-D,
@@ -320,6 +324,9 @@ pub enum GoldenCommand {
         /// Where the golden versions live (default: `<--db>.golden`).
         #[arg(long, value_name = "DIR")]
         golden_dir: Option<PathBuf>,
+        /// Print JSON (one object per version, with its files) instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -374,6 +381,10 @@ pub struct TuneArgs {
     /// the first one found (one Evaluator and one runner each).
     #[arg(long, conflicts_with = "cluster")]
     pub device: Option<String>,
+    /// Evaluate on at most N GPUs: the first N that `shoal devices` lists (default: every GPU
+    /// of the model). For measuring how tuning scales with the GPU count.
+    #[arg(long, value_name = "N", conflicts_with = "cluster", value_parser = clap::value_parser!(u32).range(1..))]
+    pub devices: Option<u32>,
     /// Cluster mode: load the jobs into the cluster's store (SHOAL_DB) and wait while the
     /// running `shoal worker` processes tune them, then export. Nothing runs in this process.
     #[arg(long)]

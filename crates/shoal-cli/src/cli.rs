@@ -91,7 +91,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             export(&db, session, &out, which, force).await
         }
-        Command::Devices => Ok(devices()),
+        Command::Devices { json } => Ok(devices(json)),
         Command::ImportConfigs(args) => crate::miopen::import_configs(args, &db).await,
         Command::ImportDb {
             golden_v,
@@ -233,7 +233,23 @@ async fn export_t4(
 }
 
 /// `devices`: what the GpuMonitor would find on this host, with each device's health.
-fn devices() -> ExitCode {
+fn devices(json: bool) -> ExitCode {
+    if json {
+        let list: Vec<serde_json::Value> = crate::host::devices()
+            .iter()
+            .map(|d| {
+                let h = shoal_gpu::probe(&shoal_gpu::SystemRoot::default(), d);
+                serde_json::json!({
+                    "id": d.id, "name": d.name, "arch": d.arch, "units": d.num_cu,
+                    "memory_bytes": d.memory_bytes, "healthy": h.healthy, "detail": h.detail,
+                    "temperature_c": h.temperature_c, "busy_percent": h.busy_percent,
+                    "clock_mhz": h.clock_mhz,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::from(list));
+        return ExitCode::SUCCESS;
+    }
     #[cfg(feature = "hip")]
     match (
         shoal_gpu::hip::runtime_version(),
@@ -380,8 +396,8 @@ async fn golden(cmd: crate::args::GoldenCommand, db: &Path) -> anyhow::Result<Ex
             )
             .await
         }
-        GoldenCommand::List { golden_dir } => {
-            golden::list(&golden::golden_dir(golden_dir.as_deref(), db))
+        GoldenCommand::List { golden_dir, json } => {
+            golden::list(&golden::golden_dir(golden_dir.as_deref(), db), json)
         }
     }
 }

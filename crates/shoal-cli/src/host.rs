@@ -18,6 +18,29 @@ pub fn devices() -> Vec<Device> {
     devices_under(&SystemRoot::default())
 }
 
+/// [`devices`] with at most `max_gpus` GPUs, the first ones the host lists (`--devices N`):
+/// how a tuning or a worker is held to part of a host's GPUs. The CPU always stays.
+pub fn devices_limited(max_gpus: Option<usize>) -> Vec<Device> {
+    limit_gpus(devices(), max_gpus)
+}
+
+fn limit_gpus(devices: Vec<Device>, max_gpus: Option<usize>) -> Vec<Device> {
+    let Some(max) = max_gpus else {
+        return devices;
+    };
+    let mut gpus = 0;
+    devices
+        .into_iter()
+        .filter(|d| {
+            if d.kind == shoal_gpu::DeviceKind::Cpu {
+                return true;
+            }
+            gpus += 1;
+            gpus <= max
+        })
+        .collect()
+}
+
 /// [`devices`] with sysfs read under another root (tests of the discovery).
 pub fn devices_under(root: &SystemRoot) -> Vec<Device> {
     shoal_gpu::discover(root, fake_gpu().as_deref())
@@ -33,4 +56,21 @@ pub fn runner_program() -> Vec<String> {
 pub fn fin_path(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| std::env::var_os("SHOAL_FIN").map(PathBuf::from))
         .unwrap_or_else(|| Path::new(shoal_backend::session::DEFAULT_FIN).to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_limit_keeps_the_cpu_and_the_first_gpus() {
+        let mut all = shoal_gpu::simulated(4);
+        all.insert(0, shoal_gpu::cpu_device(&SystemRoot::default()));
+        let ids = |v: Vec<Device>| v.into_iter().map(|d| d.id).collect::<Vec<_>>();
+        let kept = ids(limit_gpus(all.clone(), Some(2)));
+        assert_eq!(kept.len(), 3, "{kept:?}");
+        assert_eq!(kept[0], "cpu");
+        assert_eq!(kept[1..], ids(all.clone())[1..3]);
+        assert_eq!(limit_gpus(all.clone(), None).len(), 5);
+    }
 }

@@ -22,6 +22,8 @@ pub struct RunOptions {
     pub jobs: Option<usize>,
     /// Builds, MIOpen directories and the artifact cache (default: `<db>.work`).
     pub work_dir: Option<PathBuf>,
+    /// Evaluate on at most this many of the host's GPUs (`--devices N`).
+    pub max_gpus: Option<usize>,
 }
 
 /// Starts every actor for `session` over an in-process bus, shows progress until every job is
@@ -62,7 +64,7 @@ pub async fn run_session(
             work_dir,
             compile_slots: opts.jobs,
             monitor_interval: Duration::from_secs(5),
-            devices: crate::host::devices(),
+            devices: crate::host::devices_limited(opts.max_gpus),
             runner_program: crate::host::runner_program(),
             // One process, a local file: a store that fails for seconds (a full disk, a
             // read-only file) is not coming back by itself, so stop within half a minute.

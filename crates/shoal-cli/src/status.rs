@@ -14,6 +14,7 @@ use crate::store_open::session_or_newest;
 pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<ExitCode> {
     let store = crate::fleet::store_for_reading(db, cluster).await?;
     let mut rows = Vec::new();
+    let now = shoal_actors::presence::now_ms();
     for s in store.sessions().await? {
         let counts = store.state_counts(s.id).await?;
         let total: u64 = counts.values().sum();
@@ -22,19 +23,21 @@ pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<Ex
             .filter(|(st, _)| st.is_terminal())
             .map(|(_, n)| n)
             .sum();
-        rows.push((s, done, total));
+        let times = store.finish_times(s.id, now - RATE_WINDOW_MS).await?;
+        rows.push((s, Progress::new(done, total, &times, now)));
     }
     if json {
         let list: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(s, done, total)| {
+            .map(|(s, p)| {
                 let mut v = serde_json::to_value(s).unwrap_or_default();
                 // The spec's whole text is the session's identity, not a listing's business.
                 if let Some(o) = v.as_object_mut() {
                     o.remove("spec");
                 }
-                v["done"] = (*done).into();
-                v["jobs"] = (*total).into();
+                v["done"] = p.done.into();
+                v["jobs"] = p.total.into();
+                v["progress"] = serde_json::to_value(p).unwrap_or_default();
                 v
             })
             .collect();
@@ -46,18 +49,24 @@ pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<Ex
         return Ok(ExitCode::SUCCESS);
     }
     let mut lines = vec![[
-        "session", "arch", "units", "backend", "done", "jobs", "spec",
+        "session", "arch", "units", "backend", "done", "jobs", "rate", "eta", "spec",
     ]
     .map(String::from)
     .to_vec()];
-    for (s, done, total) in &rows {
+    for (s, p) in &rows {
         lines.push(vec![
             s.id.to_string(),
             s.info.arch.clone(),
             s.info.num_cu.to_string(),
             s.info.backend.to_string(),
-            done.to_string(),
-            total.to_string(),
+            p.done.to_string(),
+            p.total.to_string(),
+            p.per_s.map_or("-".into(), |r| format!("{r:.2}/s")),
+            match p.eta_s {
+                _ if p.done == p.total => "done".into(),
+                Some(eta) => human_duration(eta),
+                None => "-".into(),
+            },
             s.info.spec_path.clone(),
         ]);
     }

@@ -27,7 +27,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         return crate::tune_cluster::run(args, spec, stop).await;
     }
     let store = open_migrated(db).await?;
-    let device = choose_device(&spec, args.device.as_deref())?;
+    let device = choose_device(&spec, args.device.as_deref(), args.devices)?;
     let identity = crate::load::session_for(&spec, &device, &args.reason, args.max_retries);
     let loaded = crate::load::load(&*store, &spec, &identity).await?;
     let session = loaded.session.id;
@@ -94,6 +94,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         RunOptions {
             jobs: args.jobs,
             work_dir: args.work_dir.clone(),
+            max_gpus: args.devices.map(|n| n as usize),
         },
         stop,
     )
@@ -135,10 +136,11 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
 fn choose_device(
     spec: &shoal_backend::spec::TuningSpec,
     wanted: Option<&str>,
+    max_gpus: Option<u32>,
 ) -> anyhow::Result<shoal_gpu::Device> {
     use shoal_backend::spec::DeviceClass;
     use shoal_gpu::DeviceKind;
-    let devices = crate::host::devices();
+    let devices = crate::host::devices_limited(max_gpus.map(|n| n as usize));
     let listing = || {
         devices
             .iter()

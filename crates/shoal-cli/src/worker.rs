@@ -87,6 +87,10 @@ pub struct WorkerArgs {
     /// sleep for their recorded time. Never on a real host.
     #[arg(long, value_name = "N", hide = true)]
     pub simulate_devices: Option<u32>,
+    /// Evaluate on at most N of this host's GPUs: the first N that `shoal devices` lists
+    /// (default: all of them).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub devices: Option<u32>,
     /// Exporter: the only directory it writes into (default: `<work-dir>/exports`). An export
     /// request (`shoal export --cluster -o NAME`) names a directory inside it.
     #[arg(long)]
@@ -153,7 +157,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         .with_replay_time(args.replay_time);
     let devices = match args.simulate_devices {
         Some(n) => shoal_gpu::simulated(n),
-        None => crate::host::devices(),
+        None => crate::host::devices_limited(args.devices.map(|n| n as usize)),
     };
     let host = crate::run::hostname();
     let presence = Presence::start(

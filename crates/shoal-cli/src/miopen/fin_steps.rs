@@ -172,6 +172,7 @@ pub async fn run(args: RunArgs, db: &Path) -> anyhow::Result<ExitCode> {
         RunOptions {
             jobs: args.jobs,
             work_dir: args.work_dir,
+            max_gpus: None,
         },
         stop,
     )

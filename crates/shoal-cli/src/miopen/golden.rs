@@ -182,9 +182,13 @@ pub fn export(golden: &Path, v: u32, out: &Path, force: bool) -> anyhow::Result<
 }
 
 /// `shoal golden list`: the versions and their files.
-pub fn list(golden: &Path) -> anyhow::Result<ExitCode> {
+pub fn list(golden: &Path, json: bool) -> anyhow::Result<ExitCode> {
     if !golden.is_dir() {
-        println!("no golden version ({} does not exist)", golden.display());
+        if json {
+            println!("[]");
+        } else {
+            println!("no golden version ({} does not exist)", golden.display());
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(golden)?
@@ -196,6 +200,18 @@ pub fn list(golden: &Path) -> anyhow::Result<ExitCode> {
         })
         .collect();
     versions.sort();
+    if json {
+        let mut list = Vec::new();
+        for (v, dir) in versions {
+            list.push(serde_json::json!({
+                "version": v,
+                "dir": dir.display().to_string(),
+                "files": database_files(&dir)?,
+            }));
+        }
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     for (v, dir) in versions {
         println!("{v}\t{}", database_files(&dir)?.join(", "));
     }
