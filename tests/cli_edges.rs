@@ -43,23 +43,7 @@ fn commands_that_read_refuse_a_store_that_does_not_exist() {
 fn sessions_are_listed_with_a_header_and_a_missing_one_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    // A MIOpen session is the quickest to make: no build, no run.
-    common::run_ok(common::shoal(d).args([
-        "--db",
-        "t.db",
-        "session",
-        "init",
-        "--arch",
-        "gfx90a",
-        "--num-cu",
-        "110",
-        "--rocm-version",
-        "6.2.0",
-        "--miopen-version",
-        "3.2.0",
-        "-l",
-        "test",
-    ]));
+    common::run_ok(&mut common::session_init(d, "t.db"));
     let list = common::run_ok(common::shoal(d).args(["--db", "t.db", "sessions"]));
     let list = String::from_utf8_lossy(&list.stdout).into_owned();
     let header: Vec<&str> = list.lines().next().unwrap().split_whitespace().collect();
@@ -127,24 +111,8 @@ fn logs_off_a_terminal_have_no_colour_codes_and_migrations_are_debug() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let init = |db: &str, level: &str| {
-        let out = common::shoal(d)
+        let out = common::session_init(d, db)
             .env("RUST_LOG", level)
-            .args([
-                "--db",
-                db,
-                "session",
-                "init",
-                "--arch",
-                "gfx90a",
-                "--num-cu",
-                "110",
-                "--rocm-version",
-                "6.2.0",
-                "--miopen-version",
-                "3.2.0",
-                "-l",
-                "test",
-            ])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr_of(&out));

@@ -190,22 +190,7 @@ fn get(port: u16, path: &str, extra: &str) -> String {
 fn off_loopback_the_dashboard_needs_its_token() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    common::run_ok(common::shoal(d).args([
-        "--db",
-        "t.db",
-        "session",
-        "init",
-        "-a",
-        "gfx90a",
-        "-n",
-        "110",
-        "--rocm-version",
-        "6",
-        "--miopen-version",
-        "3.2.0",
-        "-l",
-        "t",
-    ]));
+    common::run_ok(&mut common::session_init(d, "t.db"));
     let port = free_port();
     let addr = format!("0.0.0.0:{port}");
     // Without a token it does not start.

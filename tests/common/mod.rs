@@ -50,6 +50,29 @@ pub fn tune(dir: &Path, spec_fixture: &str) -> Command {
     cmd
 }
 
+/// `shoal --db DB session init` for a gfx90a with 110 CUs (ROCm 6.2.0, MIOpen 3.2.0), in `dir`:
+/// the quickest way to a store with a session (no build, no run).
+pub fn session_init(dir: &Path, db: &str) -> Command {
+    let mut cmd = shoal(dir);
+    cmd.args([
+        "--db",
+        db,
+        "session",
+        "init",
+        "--arch",
+        "gfx90a",
+        "--num-cu",
+        "110",
+        "--rocm-version",
+        "6.2.0",
+        "--miopen-version",
+        "3.2.0",
+        "-l",
+        "test",
+    ]);
+    cmd
+}
+
 pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("shoal runs");
     assert!(

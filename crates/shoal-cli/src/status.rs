@@ -3,6 +3,7 @@
 //! ([`shoal_model::progress`]), its jobs per state, its failures by kind with one message each,
 //! and a summary of the fleet that works on it (the presence records, `shoal workers`).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -14,17 +15,9 @@ use crate::store_open::session_or_newest;
 pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<ExitCode> {
     let store = crate::fleet::store_for_reading(db, cluster).await?;
     let mut rows = Vec::new();
-    let now = shoal_actors::presence::now_ms();
     for s in store.sessions().await? {
-        let counts = store.state_counts(s.id).await?;
-        let total: u64 = counts.values().sum();
-        let done: u64 = counts
-            .iter()
-            .filter(|(st, _)| st.is_terminal())
-            .map(|(_, n)| n)
-            .sum();
-        let times = store.finish_times(s.id, now - RATE_WINDOW_MS).await?;
-        rows.push((s, Progress::new(done, total, &times, now)));
+        let (progress, _) = progress_of(&*store, s.id).await?;
+        rows.push((s, progress));
     }
     if json {
         let list: Vec<serde_json::Value> = rows
@@ -77,15 +70,12 @@ pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<Ex
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn status(
-    db: &Path,
-    cluster: bool,
-    session: Option<i64>,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let store = crate::fleet::store_for_reading(db, cluster).await?;
-    let info = session_or_newest(&*store, session).await?;
-    let id = info.id;
+/// A session's progress now (jobs final of all, rate and ETA) and its jobs per state: what
+/// `sessions`, `status` and the dashboard show, read one way.
+pub async fn progress_of(
+    store: &dyn shoal_store::Store,
+    id: shoal_model::SessionId,
+) -> anyhow::Result<(Progress, BTreeMap<JobState, u64>)> {
     let counts = store.state_counts(id).await?;
     let total: u64 = counts.values().sum();
     let done: u64 = counts
@@ -95,7 +85,20 @@ pub async fn status(
         .sum();
     let now = shoal_actors::presence::now_ms();
     let times = store.finish_times(id, now - RATE_WINDOW_MS).await?;
-    let progress = Progress::new(done, total, &times, now);
+    Ok((Progress::new(done, total, &times, now), counts))
+}
+
+pub async fn status(
+    db: &Path,
+    cluster: bool,
+    session: Option<i64>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let store = crate::fleet::store_for_reading(db, cluster).await?;
+    let info = session_or_newest(&*store, session).await?;
+    let id = info.id;
+    let (progress, counts) = progress_of(&*store, id).await?;
+    let now = shoal_actors::presence::now_ms();
     let failures = shoal_export::failures_by_kind(&store.final_results(id).await?);
     let fleet = FleetSummary::of(&store.workers().await?, now);
     if json {

@@ -19,7 +19,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use shoal_actors::backends::SessionBackends;
-use shoal_model::progress::{Progress, RATE_WINDOW_MS};
+use shoal_model::progress::Progress;
 use shoal_model::{JobState, Outcome, SessionId};
 use shoal_store::Store;
 use shoal_web::chart::ShapeTimes;
@@ -170,19 +170,11 @@ fn failure(status: StatusCode, msg: &str) -> Response {
         .into_response()
 }
 
-/// A session's progress now.
+/// A session's progress now, and its failed jobs.
 async fn progress(store: &dyn Store, id: SessionId) -> anyhow::Result<(Progress, u64)> {
-    let counts = store.state_counts(id).await?;
-    let total: u64 = counts.values().sum();
-    let done: u64 = counts
-        .iter()
-        .filter(|(s, _)| s.is_terminal())
-        .map(|(_, n)| n)
-        .sum();
-    let now = shoal_actors::presence::now_ms();
-    let times = store.finish_times(id, now - RATE_WINDOW_MS).await?;
+    let (progress, counts) = crate::status::progress_of(store, id).await?;
     let failed = counts.get(&JobState::Errored).copied().unwrap_or(0);
-    Ok((Progress::new(done, total, &times, now), failed))
+    Ok((progress, failed))
 }
 
 async fn sessions(State(web): State<Arc<Web>>, headers: HeaderMap, uri: Uri) -> Response {
