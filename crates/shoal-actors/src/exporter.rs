@@ -104,8 +104,18 @@ pub async fn tuned_table(
         .await?
         .ok_or(ActorError::UnknownSession(session))?;
     let results = store.final_results(session).await?;
+    tuned_rows_of(store, backends, &info, &results).await
+}
+
+/// [`tuned_table`] of results already read (the dashboard reads them for its chart too).
+pub async fn tuned_rows_of(
+    store: &dyn Store,
+    backends: &SessionBackends,
+    info: &shoal_model::Session,
+    results: &[shoal_model::FinalResult],
+) -> Result<Vec<TunedRow>, ActorError> {
     let spec = match info.info.backend {
-        shoal_model::Backend::Command => Some(backends.spec(store, session).await?),
+        shoal_model::Backend::Command => Some(backends.spec(store, info.id).await?),
         _ => None,
     };
     let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
@@ -115,7 +125,7 @@ pub async fn tuned_table(
         shape_columns: spec.as_ref().map_or(&[][..], |s| &s.shape_columns[..]),
         flops: &flops,
     };
-    Ok(shoal_export::tuned_rows(&ctx, &results))
+    Ok(shoal_export::tuned_rows(&ctx, results))
 }
 
 /// Where an export request's directory lands: under the exporter's own `root`, never elsewhere.

@@ -5,8 +5,8 @@
 //! Probes may block (sysfs reads, later NVML and HIP calls), so they run on the blocking pool,
 //! never on the actix thread that every actor shares.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -19,6 +19,21 @@ use tokio::sync::watch;
 use crate::shutdown::{DrainGuard, Signal};
 use crate::supervise::{supervise, Backoff};
 use crate::ActorError;
+
+/// What the last probe of each device in this process found, and whether an operator paused it:
+/// read by the presence record (`crate::presence`), so that `shoal workers` shows the health the
+/// Evaluators act on, without probing a second time.
+static LAST_HEALTH: Mutex<BTreeMap<String, (shoal_gpu::Health, bool)>> =
+    Mutex::new(BTreeMap::new());
+
+/// The last probe of `device` in this process and whether it is paused; `None` before the first.
+pub fn last_health(device: &str) -> Option<(shoal_gpu::Health, bool)> {
+    LAST_HEALTH
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(device)
+        .cloned()
+}
 
 pub struct GpuMonitor {
     bus: Arc<dyn Bus>,
@@ -193,6 +208,10 @@ async fn probe_loop(
             );
             let is_paused = paused.lock().unwrap().contains(&device.id);
             switch.send_replace(health.healthy && !is_paused);
+            LAST_HEALTH
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(device.id.clone(), (health.clone(), is_paused));
             let event = Message::Event(Event::Health(DeviceHealth {
                 host: host.clone(),
                 device: device.id.clone(),

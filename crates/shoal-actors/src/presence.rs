@@ -6,7 +6,8 @@
 //! The jobs a process holds are those it is building or timing right now: every build and
 //! evaluation already runs inside [`crate::with_heartbeats`] (the per-job lease renewals), which
 //! records its jobs here for as long as it runs ([`hold`]). The registry is per process, as the
-//! record is.
+//! record is. Device health is the GpuMonitor's last probe ([`crate::monitor::last_health`]),
+//! not a probe of its own.
 //!
 //! A write that fails (the database restarting) is logged and tried at the next beat: presence
 //! is for people, and never stops the work.
@@ -15,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use shoal_gpu::{Device, SystemRoot};
+use shoal_gpu::Device;
 use shoal_model::presence::PRESENCE_EVERY;
 use shoal_model::{DevicePresence, JobId, WorkerPresence};
 use shoal_store::Store;
@@ -74,7 +75,7 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// The record at `now_ms`, with each device's health as probed now.
+    /// The record at `now_ms`, with each device's health as the GpuMonitor last saw it.
     fn record(&self, now_ms: i64, every: Duration, health: Vec<DevicePresence>) -> WorkerPresence {
         WorkerPresence {
             id: WorkerPresence::id_of(&self.host, self.pid, self.started_ms),
@@ -92,34 +93,33 @@ impl Identity {
     }
 }
 
-/// Each device's health, probed off the async threads (NVML and sysfs reads block).
-async fn probe_all(devices: &[Device]) -> Vec<DevicePresence> {
-    let devices = devices.to_vec();
-    tokio::task::spawn_blocking(move || {
-        let root = SystemRoot::default();
-        devices
-            .iter()
-            .map(|d| {
-                let h = shoal_gpu::probe(&root, d);
-                DevicePresence {
-                    id: d.id.clone(),
-                    name: d.name.clone(),
-                    arch: d.arch.clone(),
-                    units: d.num_cu,
-                    healthy: h.healthy,
-                    detail: h.detail,
-                }
-            })
-            .collect()
-    })
-    .await
-    .unwrap_or_default()
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// Each device as the GpuMonitor of this process last saw it ([`crate::monitor::last_health`]);
+/// before its first probe, healthy (as the Evaluators' switches start) and said not probed yet.
+fn device_health(devices: &[Device]) -> Vec<DevicePresence> {
+    devices
+        .iter()
+        .map(|d| {
+            let (healthy, detail) = match crate::monitor::last_health(&d.id) {
+                Some((h, paused)) => (
+                    h.healthy,
+                    if paused {
+                        format!("{}; paused by an operator", h.detail)
+                    } else {
+                        h.detail
+                    },
+                ),
+                None => (true, "not probed yet".to_string()),
+            };
+            DevicePresence {
+                id: d.id.clone(),
+                name: d.name.clone(),
+                arch: d.arch.clone(),
+                units: d.num_cu,
+                healthy,
+                detail,
+            }
+        })
+        .collect()
 }
 
 /// Writes `me`'s presence every `every` until `stop`, then once more as stopped.
@@ -131,12 +131,12 @@ pub async fn run(store: Arc<dyn Store>, me: Identity, every: Duration, mut stop:
             _ = tick.tick() => {}
             _ = stop.triggered() => break,
         }
-        let record = me.record(now_ms(), every, probe_all(&me.devices).await);
+        let record = me.record(crate::now_ms(), every, device_health(&me.devices));
         if let Err(e) = store.put_worker(&record).await {
             tracing::warn!(error = %e, "presence not written; trying again at the next beat");
         }
     }
-    let mut record = me.record(now_ms(), every, probe_all(&me.devices).await);
+    let mut record = me.record(crate::now_ms(), every, device_health(&me.devices));
     record.stopped_ms = Some(record.last_seen_ms);
     if let Err(e) = store.put_worker(&record).await {
         tracing::warn!(error = %e, "the stop was not recorded; readers will call this worker stale");
@@ -179,7 +179,7 @@ mod tests {
             version: "0.1.0".into(),
             roles: vec!["eval".into()],
             devices: shoal_gpu::simulated(2),
-            started_ms: now_ms(),
+            started_ms: crate::now_ms(),
         };
         let (trigger, signal) = crate::shutdown::channel();
         let task = tokio::spawn(run(store.clone(), me, Duration::from_millis(20), signal));
@@ -189,12 +189,15 @@ mod tests {
         assert_eq!(live.len(), 1);
         assert_eq!(live[0].devices.len(), 2);
         assert!(live[0].jobs.contains(&JobId(900_100)), "{live:?}");
-        assert_eq!(live[0].liveness(now_ms()), shoal_model::Liveness::Live);
+        assert_eq!(
+            live[0].liveness(crate::now_ms()),
+            shoal_model::Liveness::Live
+        );
         trigger.trigger();
         task.await.unwrap();
         let stopped = store.workers().await.unwrap();
         assert_eq!(
-            stopped[0].liveness(now_ms()),
+            stopped[0].liveness(crate::now_ms()),
             shoal_model::Liveness::Stopped
         );
     }

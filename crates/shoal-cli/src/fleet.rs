@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shoal_model::progress::human_duration;
 use shoal_model::{Liveness, WorkerPresence};
 use shoal_store::Store;
 
@@ -41,7 +42,7 @@ pub async fn store_for_reading(db: &Path, cluster: bool) -> anyhow::Result<Arc<d
 
 pub async fn workers(args: WorkersArgs, db: &Path) -> anyhow::Result<ExitCode> {
     let store = store_for_reading(db, args.cluster).await?;
-    let now = shoal_actors::presence::now_ms();
+    let now = shoal_actors::now_ms();
     let recent_ms = i64::try_from(RECENT.as_millis()).unwrap_or(i64::MAX);
     let listed: Vec<(WorkerPresence, Liveness)> = store
         .workers()
@@ -111,35 +112,13 @@ fn table(listed: &[(WorkerPresence, Liveness)], now: i64) -> String {
             } else {
                 devices.join(", ")
             },
-            age(w.stopped_ms.unwrap_or(now) - w.started_ms),
-            format!("{} ago", age(now - w.last_seen_ms)),
+            human_duration((w.stopped_ms.unwrap_or(now) - w.started_ms) as f64 / 1000.0),
+            format!(
+                "{} ago",
+                human_duration((now - w.last_seen_ms) as f64 / 1000.0)
+            ),
             w.version.clone(),
         ]);
     }
     shoal_export::text_columns(&lines, shoal_export::Align::Left, true)
-}
-
-/// `42s`, `7m`, `3h`, `2d`.
-fn age(ms: i64) -> String {
-    let s = ms.max(0) / 1000;
-    match s {
-        0..=119 => format!("{s}s"),
-        120..=7199 => format!("{}m", s / 60),
-        7200..=172_799 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ages_read_at_a_glance() {
-        assert_eq!(age(-5), "0s");
-        assert_eq!(age(42_000), "42s");
-        assert_eq!(age(7 * 60_000), "7m");
-        assert_eq!(age(3 * 3_600_000), "3h");
-        assert_eq!(age(3 * 86_400_000), "3d");
-    }
 }

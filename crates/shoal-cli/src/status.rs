@@ -83,7 +83,7 @@ pub async fn progress_of(
         .filter(|(st, _)| st.is_terminal())
         .map(|(_, n)| n)
         .sum();
-    let now = shoal_actors::presence::now_ms();
+    let now = shoal_actors::now_ms();
     let times = store.finish_times(id, now - RATE_WINDOW_MS).await?;
     Ok((Progress::new(done, total, &times, now), counts))
 }
@@ -98,7 +98,7 @@ pub async fn status(
     let info = session_or_newest(&*store, session).await?;
     let id = info.id;
     let (progress, counts) = progress_of(&*store, id).await?;
-    let now = shoal_actors::presence::now_ms();
+    let now = shoal_actors::now_ms();
     let failures = shoal_export::failures_by_kind(&store.final_results(id).await?);
     let fleet = FleetSummary::of(&store.workers().await?, now);
     if json {

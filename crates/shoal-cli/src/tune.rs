@@ -83,7 +83,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
                 exporter: true,
             }),
             devices: vec![device.clone()],
-            started_ms: shoal_actors::presence::now_ms(),
+            started_ms: shoal_actors::now_ms(),
         },
     );
     let (interrupted, running) = run_session(

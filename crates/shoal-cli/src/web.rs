@@ -221,7 +221,9 @@ async fn session(
         let (progress, _) = progress(&*web.store, info.id).await?;
         let results = web.store.final_results(info.id).await?;
         let failures = shoal_export::failures_by_kind(&results);
-        let rows = shoal_actors::exporter::tuned_table(&*web.store, &web.backends, info.id).await?;
+        let rows =
+            shoal_actors::exporter::tuned_rows_of(&*web.store, &web.backends, &info, &results)
+                .await?;
         let chart = rows
             .get(shape)
             .map(|row| (shape, shape_times(&results, row)));
@@ -256,7 +258,7 @@ fn shape_times(results: &[shoal_model::FinalResult], row: &shoal_export::TunedRo
                 }
                 t.candidates.push((params.to_string(), m.time_us));
             }
-            (JobState::Errored, _) | (JobState::Evaluated, _) => t.failed += 1,
+            _ if shoal_export::failure_of(r).is_some() => t.failed += 1,
             _ => {}
         }
     }
@@ -269,7 +271,7 @@ async fn fleet(State(web): State<Arc<Web>>, headers: HeaderMap, uri: Uri) -> Res
     }
     match web.store.workers().await {
         Ok(workers) => {
-            let now = shoal_actors::presence::now_ms();
+            let now = shoal_actors::now_ms();
             let listed: Vec<_> = workers
                 .into_iter()
                 .map(|w| {

@@ -173,7 +173,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             } else {
                 Vec::new()
             },
-            started_ms: presence::now_ms(),
+            started_ms: shoal_actors::now_ms(),
         },
     );
     let worker = cluster::start(

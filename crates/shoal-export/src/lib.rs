@@ -120,18 +120,10 @@ pub fn tuned_rows(ctx: &TableContext<'_>, results: &[FinalResult]) -> Vec<TunedR
                             row.slowest_valid_us = Some(m.time_us);
                         }
                     }
-                    (s, _) if s.is_terminal() => {
-                        let kind = r
-                            .failure
-                            .map(|k| k.as_str().to_string())
-                            .or_else(|| match &r.outcome {
-                                Some(Outcome::Failed { kind, .. }) => Some(kind.to_string()),
-                                _ => None,
-                            })
-                            .unwrap_or_else(|| s.as_str().to_string());
-                        *row.failures.entry(kind).or_default() += 1;
-                    }
-                    _ => row.pending += 1,
+                    _ => match failure_of(r) {
+                        Some((kind, _)) => *row.failures.entry(kind).or_default() += 1,
+                        None => row.pending += 1,
+                    },
                 }
             }
             if let Some((r, m)) = top.first() {
@@ -342,21 +334,29 @@ pub fn render_table(ctx: &TableContext<'_>, rows: &[TunedRow]) -> String {
     text_columns(&lines, Align::Right, true)
 }
 
-/// A session's failed jobs counted by failure kind, each with the first message recorded for
-/// that kind (in job order, so the example is stable).
+/// Why a job ended without a time: its failure kind (the job's, else its outcome's, else its
+/// final state's name) and the message recorded with it. `None` for a job that was measured,
+/// skipped by a search, or is not final yet. The one definition of "failed" that the tuned
+/// table, `shoal status` and the dashboard count by.
+pub fn failure_of(r: &FinalResult) -> Option<(String, Option<String>)> {
+    match (&r.state, &r.failure, &r.outcome) {
+        (JobState::Evaluated, _, Some(Outcome::Measured(_))) | (JobState::Skipped, _, _) => None,
+        (s, _, _) if !s.is_terminal() => None,
+        (_, Some(k), _) => Some((k.as_str().to_string(), r.last_error.clone())),
+        (_, None, Some(Outcome::Failed { kind, detail })) => {
+            Some((kind.to_string(), Some(detail.clone())))
+        }
+        (s, None, _) => Some((s.as_str().to_string(), r.last_error.clone())),
+    }
+}
+
+/// A session's failed jobs ([`failure_of`]) counted by kind, each with the first message
+/// recorded for that kind (in job order, so the example is stable).
 pub fn failures_by_kind(
     results: &[FinalResult],
 ) -> std::collections::BTreeMap<String, (u64, Option<String>)> {
     let mut kinds = std::collections::BTreeMap::<String, (u64, Option<String>)>::new();
-    for r in results {
-        let (kind, message) = match (&r.failure, &r.outcome) {
-            (Some(k), _) => (k.as_str().to_string(), r.last_error.clone()),
-            (None, Some(Outcome::Failed { kind, detail })) => {
-                (kind.to_string(), Some(detail.clone()))
-            }
-            _ if r.state == JobState::Errored => ("errored".into(), r.last_error.clone()),
-            _ => continue,
-        };
+    for (kind, message) in results.iter().filter_map(failure_of) {
         let entry = kinds.entry(kind).or_default();
         entry.0 += 1;
         if entry.1.is_none() {
