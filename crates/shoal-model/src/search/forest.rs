@@ -1,8 +1,12 @@
 //! A model-based search: a random forest of regression trees learns the log of each measured
-//! candidate's time from its value indexes, and each batch takes the unproposed candidates the
-//! forest thinks best, by a lower confidence bound (the trees' mean less a multiple of their
-//! spread). Cheap to refit on every batch: the trees split on value indexes, so finding a
-//! split is a count per value, not a sort.
+//! candidate's time from its value indexes, and each batch takes unproposed candidates the
+//! forest thinks promising. Turns alternate between a lower confidence bound (the trees' mean
+//! less a multiple of their spread, the multiple growing over four turns from 0 to 2) and a
+//! Thompson draw (the best of one tree chosen at random: each tree is a sample of what the
+//! times could be). The draws spread a batch over the places the forest is unsure of, which a
+//! bound alone does not: it would fill a batch of 16 with near twins of its favourite. Cheap to
+//! refit on every batch: the trees split on value indexes, so finding a split is a count per
+//! value, not a sort.
 //!
 //! Why a forest and not a Gaussian process: the parameters are discrete, often categorical
 //! (a flag, a loop order), and the times jump at some values (a tile that no longer fits in
@@ -98,38 +102,51 @@ impl Strategy for Forest {
             .collect();
         drop(xs);
         self.rng = rng;
-        // Each unproposed candidate's mean and spread over the trees.
-        let mut scored: Vec<(usize, f64, f64)> = (0..self.space.candidates.len())
+        // Each unproposed candidate: its prediction by every tree, and their mean and spread.
+        let open: Vec<usize> = (0..self.space.candidates.len())
             .filter(|c| !self.proposed[*c])
-            .map(|c| {
-                let x = &self.space.candidates[c];
-                let (mut sum, mut sq) = (0.0, 0.0);
-                for t in &trees {
-                    let p = t.predict(x);
-                    sum += p;
-                    sq += p * p;
-                }
-                let mean = sum / TREES as f64;
-                let spread = (sq / TREES as f64 - mean * mean).max(0.0).sqrt();
-                (c, mean, spread)
+            .collect();
+        let predictions: Vec<Vec<f64>> = trees
+            .iter()
+            .map(|t| {
+                open.iter()
+                    .map(|c| t.predict(&self.space.candidates[*c]))
+                    .collect()
             })
             .collect();
-        // A batch mixes greed and exploration: turn by turn, the weight of the spread grows from
-        // 0 (the best predicted) to 2, and one turn in eight is a random candidate.
-        while out.len() < n && !scored.is_empty() {
+        let (mean, spread): (Vec<f64>, Vec<f64>) = (0..open.len())
+            .map(|i| {
+                let (sum, sq) = predictions
+                    .iter()
+                    .fold((0.0, 0.0), |(s, q), p| (s + p[i], q + p[i] * p[i]));
+                let mean = sum / TREES as f64;
+                (mean, (sq / TREES as f64 - mean * mean).max(0.0).sqrt())
+            })
+            .unzip();
+        let mut taken = vec![false; open.len()];
+        while out.len() < n && out.len() < open.len() {
             let turn = self.proposals + out.len();
-            let pick = if turn % 8 == 7 {
-                self.rng.below(scored.len())
+            // Even turns: the bound, its weight of the spread 0, 2/3, 4/3, 2 in turn. Odd turns:
+            // one tree's best. Ties (trees predict by leaves) go to the better mean.
+            let score: Vec<f64> = if turn % 2 == 0 {
+                let kappa = (turn / 2 % 4) as f64 * 2.0 / 3.0;
+                (0..open.len())
+                    .map(|i| mean[i] - kappa * spread[i])
+                    .collect()
             } else {
-                let kappa = (turn % 8) as f64 * 2.0 / 6.0;
-                let lcb = |s: &(usize, f64, f64)| s.1 - kappa * s.2;
-                (0..scored.len())
-                    .min_by(|a, b| lcb(&scored[*a]).total_cmp(&lcb(&scored[*b])))
-                    .expect("not empty")
+                predictions[self.rng.below(TREES)].clone()
             };
-            let (c, _, _) = scored.swap_remove(pick);
-            self.proposed[c] = true;
-            out.push(c);
+            let pick = (0..open.len())
+                .filter(|i| !taken[*i])
+                .min_by(|a, b| {
+                    score[*a]
+                        .total_cmp(&score[*b])
+                        .then(mean[*a].total_cmp(&mean[*b]))
+                })
+                .expect("an open candidate is left");
+            taken[pick] = true;
+            self.proposed[open[pick]] = true;
+            out.push(open[pick]);
         }
         self.proposals += out.len();
         out
@@ -214,7 +231,8 @@ impl Tree {
 }
 
 /// The split of `rows` that most lowers the squared error, among a random half of the
-/// parameters; `None` when no split separates them.
+/// parameters that vary (a parameter with one value cannot split, and drawing it would waste
+/// the try); `None` when no split separates them.
 fn best_split(
     xs: &[&[u16]],
     ys: &[f64],
@@ -224,9 +242,13 @@ fn best_split(
 ) -> Option<(usize, u16)> {
     let (total, count) = (rows.iter().map(|r| ys[*r]).sum::<f64>(), rows.len() as f64);
     let mut best: Option<(f64, usize, u16)> = None;
-    let tries = sizes.len().div_ceil(2).max(1);
-    for _ in 0..tries {
-        let f = rng.below(sizes.len());
+    let mut varying: Vec<usize> = (0..sizes.len()).filter(|f| sizes[*f] > 1).collect();
+    let tries = varying.len().div_ceil(2);
+    for k in 0..tries {
+        // A partial shuffle: each try a parameter not tried yet at this node.
+        let pick = k + rng.below(varying.len() - k);
+        varying.swap(k, pick);
+        let f = varying[k];
         let mut sums = vec![0.0; sizes[f]];
         let mut counts = vec![0usize; sizes[f]];
         for r in rows {
