@@ -128,7 +128,7 @@ impl Strategy for Forest {
             let turn = self.proposals + out.len();
             // Even turns: the bound, its weight of the spread 0, 2/3, 4/3, 2 in turn. Odd turns:
             // one tree's best. Ties (trees predict by leaves) go to the better mean.
-            let score: Vec<f64> = if turn % 2 == 0 {
+            let score: Vec<f64> = if turn.is_multiple_of(2) {
                 let kappa = (turn / 2 % 4) as f64 * 2.0 / 3.0;
                 (0..open.len())
                     .map(|i| mean[i] - kappa * spread[i])
