@@ -225,6 +225,7 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
         std::fs::read_to_string(exported.join("tuned.csv")).unwrap(),
         std::fs::read_to_string(dir.path().join("out/tuned.csv")).unwrap()
     );
+    a_searched_replay_in_the_cluster(&cluster, dir.path());
     actors_restart_on_an_operators_order(&cluster);
     // An operator drains the deployment: every worker finishes and exits on its own.
     let mut drain = Command::new(env!("CARGO_BIN_EXE_shoal"));
@@ -243,6 +244,70 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
             log.contains("compile request received"),
             "{w} compiled nothing:\n{log}"
         );
+    }
+}
+
+/// A budgeted search over a recorded space, run by the same processes: the Scheduler proposes
+/// the forest's batches as slots free up, the compile and eval workers answer from the
+/// recording (loaded from the store, as any worker of the fleet would), and exactly the budget
+/// is tried, the rest skipped, with the recorded failures among what was tried counted as such.
+fn a_searched_replay_in_the_cluster(cluster: &Cluster, dir: &Path) {
+    let replay = dir.join("replay");
+    std::fs::create_dir_all(&replay).unwrap();
+    common::write_replay_space(&replay.join("space.json"));
+    std::fs::write(
+        replay.join("spec.toml"),
+        "name = \"replayed\"\nbackend = \"replay\"\nspace = \"space.json\"\n\
+         [search]\nstrategy = \"forest\"\nbudget = 30\nseed = 7\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    cmd.current_dir(&replay).env("RUST_LOG", "warn").args([
+        "tune",
+        "--cluster",
+        "--out",
+        "out",
+        "spec.toml",
+    ]);
+    cluster.env(&mut cmd);
+    common::run_ok(&mut cmd);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = rt.block_on(async {
+        use shoal_store::Store;
+        let store = shoal_store::mysql::MysqlStore::connect(&cluster.db_url())
+            .await
+            .unwrap();
+        let sessions = store.sessions().await.unwrap();
+        assert_eq!(sessions.len(), 2, "the faulty spec's, then this one");
+        let replayed = sessions.iter().map(|s| s.id).max().unwrap();
+        store.final_results(replayed).await.unwrap()
+    });
+    let count = |states: &[JobState]| results.iter().filter(|r| states.contains(&r.state)).count();
+    assert_eq!(results.len(), 119, "every recorded configuration is a job");
+    assert_eq!(
+        (
+            count(&[JobState::Evaluated, JobState::Errored]),
+            count(&[JobState::Skipped])
+        ),
+        (30, 89)
+    );
+    // What was tried was answered from the recording: a time of 1 + (A-7)² + (B-3)² ms, or the
+    // recorded failure (A=1 never compiled).
+    for r in &results {
+        let a: i64 = r.compile_params.get("A").unwrap().parse().unwrap();
+        let b: i64 = r.compile_params.get("B").unwrap().parse().unwrap();
+        match (r.state, &r.outcome) {
+            (JobState::Evaluated, Some(shoal_model::Outcome::Measured(m))) => {
+                let recorded = 1000.0 * (1 + (a - 7).pow(2) + (b - 3).pow(2)) as f64;
+                assert!((m.time_us - recorded).abs() < 1e-6, "{a},{b}: {m:?}");
+            }
+            (JobState::Errored, _) => assert!(a == 1 || (a, b) == (2, 0), "{a},{b}: {r:?}"),
+            (JobState::Skipped, _) => {}
+            other => panic!("{a},{b} ended {other:?}"),
+        }
     }
 }
 

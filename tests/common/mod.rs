@@ -116,3 +116,39 @@ pub fn result_rows_per_job(db: &Path) -> Vec<(i64, i64)> {
         .map(|r| r.unwrap())
         .collect()
 }
+
+/// A recorded space in the T4 format: 12 × 10 configurations, time `1 + (A-7)² + (B-3)²` ms: the optimum is A=7, B=3 at 1 ms.
+/// A=1 failed to compile, A=2 with B=0 failed at run time, and A=12, B=9 was never recorded.
+pub fn write_replay_space(path: &Path) {
+    let mut results = Vec::new();
+    for a in 1..=12i64 {
+        for b in 0..10i64 {
+            if (a, b) == (12, 9) {
+                continue;
+            }
+            let t = 1.0 + ((a - 7) * (a - 7) + (b - 3) * (b - 3)) as f64;
+            let invalidity = match (a, b) {
+                (1, _) => "compile",
+                (2, 0) => "runtime",
+                _ => "correct",
+            };
+            let valid = invalidity == "correct";
+            results.push(serde_json::json!({
+                "configuration": {"A": a, "B": b},
+                "invalidity": invalidity,
+                "times": {
+                    "compilation": 500.0,
+                    "runtimes": if valid { vec![t, t * 1.01, t * 0.99] } else { vec![] },
+                },
+                "measurements": if valid {
+                    vec![serde_json::json!({"name": "time", "value": t, "unit": "ms"})]
+                } else {
+                    vec![]
+                },
+                "objectives": ["time"],
+            }));
+        }
+    }
+    let doc = serde_json::json!({"schema_version": "1.0.0", "metadata": {"timeunit": "milliseconds"}, "results": results});
+    std::fs::write(path, serde_json::to_vec(&doc).unwrap()).unwrap();
+}
