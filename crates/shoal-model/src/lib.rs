@@ -11,6 +11,7 @@
 //! - the wire format (version, kinds, bincode configuration): [`envelope`];
 //! - queue names: [`queue`].
 
+pub mod command;
 pub mod envelope;
 pub mod ids;
 mod names;

@@ -220,4 +220,8 @@ pub enum Message {
     Reply(ReplyBody),
     Event(Event),
     Control(Control),
+    /// From an operator's CLI to the Scheduler (`<ns>.commands`).
+    Command(crate::command::CommandRequest),
+    /// From the Scheduler to the CLI that asked (`<ns>.reply.<client>`).
+    CommandReply(crate::command::CommandReply),
 }

@@ -63,6 +63,32 @@ impl Namespace {
         format!("{}.results", self.0)
     }
 
+    /// The durable queue of commands from operators' CLIs to the Scheduler
+    /// ([`crate::command`]). A command published while no Scheduler runs waits here.
+    pub fn commands_queue(&self) -> String {
+        format!("{}.commands", self.0)
+    }
+
+    /// `<ns>.reply.<client>`: where one CLI process waits for the answers to its commands.
+    /// `client` is the CLI's random id; it is sanitised like every name component.
+    pub fn reply_queue(&self, client: &str) -> String {
+        format!("{}.reply.{}", self.0, sanitize(client))
+    }
+
+    /// Whether `queue` is one of this namespace's reply queues: the only queues a command may
+    /// ask the Scheduler to answer on.
+    pub fn is_reply_queue(&self, queue: &str) -> bool {
+        queue
+            .strip_prefix(&self.0)
+            .and_then(|rest| rest.strip_prefix(".reply."))
+            .is_some_and(|client| {
+                !client.is_empty()
+                    && client
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+    }
+
     /// Where undeliverable and undecodable messages go, with their reason.
     pub fn dead_letter_queue(&self) -> String {
         format!("{}.dead", self.0)
@@ -164,6 +190,10 @@ mod tests {
             "shoal.eval.command_run.a_b_1"
         );
         assert_eq!(ns.dead_letter_exchange(), "shoal.dlx");
+        assert_eq!(ns.commands_queue(), "shoal.commands");
+        assert_eq!(ns.reply_queue("ab.c"), "shoal.reply.ab_c");
+        assert!(ns.is_reply_queue(&ns.reply_queue("3f9a")));
+        assert!(!ns.is_reply_queue("shoal.results"));
         assert_eq!(
             ControlTarget::of("gpu-node.lab:4242", Actor::Exporter).routing_key(),
             "gpu-node_lab.exporter"

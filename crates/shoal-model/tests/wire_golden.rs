@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use shoal_model::command::{Command, CommandOutcome, CommandReply, CommandRequest};
 use shoal_model::envelope::{Codec, WIRE_VERSION};
 use shoal_model::message::*;
 use shoal_model::{ConfigId, FailureKind, JobId, Measurement, Message, Outcome, Params, SessionId};
@@ -55,6 +56,13 @@ fn name(m: &Message) -> &'static str {
             Control::Drain => "control.drain",
             Control::Restart { .. } => "control.restart",
             Control::Export { .. } => "control.export",
+        },
+        Message::Command(c) => match c.command {
+            Command::LoadSpec { .. } => "command.load_spec",
+        },
+        Message::CommandReply(r) => match r.result {
+            Ok(CommandOutcome::SpecLoaded { .. }) => "command_reply.spec_loaded",
+            Err(_) => "command_reply.error",
         },
     }
 }
@@ -164,6 +172,32 @@ fn samples() -> Vec<Message> {
         Message::Control(Control::Export {
             session,
             out_dir: "nightly".into(),
+        }),
+        Message::Command(CommandRequest {
+            id: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".into(),
+            reply_to: "shoal.reply.0a1b2c3d".into(),
+            command: Command::LoadSpec {
+                spec_text: "name = \"gemm\"\n".into(),
+                spec_path: "/specs/gemm.toml".into(),
+                arch: "sm_90".into(),
+                num_cu: 132,
+                reason: "nightly".into(),
+                max_retries: 2,
+            },
+        }),
+        Message::CommandReply(CommandReply {
+            id: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".into(),
+            result: Ok(CommandOutcome::SpecLoaded {
+                session,
+                resumed: false,
+                jobs_total: 270,
+                jobs_created: 270,
+                builds: 135,
+            }),
+        }),
+        Message::CommandReply(CommandReply {
+            id: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".into(),
+            result: Err("gemm.toml: line 3: unknown key `shapez`".into()),
         }),
     ]
 }
