@@ -89,9 +89,7 @@ async fn compile_loop(
     mut stop: Signal,
 ) -> Result<(), ActorError> {
     let results = cfg.bus.namespace().results_queue();
-    let opts = QueueOptions {
-        delivery_limit: cfg.delivery_limit,
-    };
+    let opts = QueueOptions::limited(cfg.delivery_limit);
     cfg.bus.declare_queue(&queue, &opts).await?;
     cfg.bus.declare_queue(&results, &opts).await?;
     let mut consumer = cfg.bus.consume(&queue, 1).await?;

@@ -99,9 +99,7 @@ impl Actor for Evaluator {
 /// artifact cache and the evaluation directory.
 async fn prepare(cfg: &EvaluatorConfig) -> Result<(String, ArtifactCache, PathBuf), ActorError> {
     let results = cfg.bus.namespace().results_queue();
-    let opts = QueueOptions {
-        delivery_limit: cfg.delivery_limit,
-    };
+    let opts = QueueOptions::limited(cfg.delivery_limit);
     cfg.bus.declare_queue(&cfg.queue, &opts).await?;
     cfg.bus.declare_queue(&results, &opts).await?;
     let cache_dir = cfg.work_dir.join("artifacts");

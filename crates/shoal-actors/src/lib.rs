@@ -14,11 +14,13 @@
 
 pub mod backends;
 pub mod cluster;
+pub mod commands;
 pub mod compiler;
 mod control;
 pub mod embedded;
 pub mod evaluator;
 pub mod exporter;
+pub mod load;
 pub mod monitor;
 pub mod presence;
 mod restart;

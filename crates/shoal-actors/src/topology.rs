@@ -57,7 +57,9 @@ pub struct Topology {
     pub monitor: Option<MonitorPlan>,
     pub evaluators: Vec<EvalPlan>,
     pub exporter: Option<ExporterPlan>,
-    /// Whether operators reach this process on the control topic (drain, restart).
+    /// Whether operators reach this process over the bus: the control topic (drain, restart)
+    /// and, where it runs the Scheduler, the commands queue ([`crate::commands`]). The cluster
+    /// mode; an embedded run's CLI is in the process itself.
     pub control: bool,
 }
 
@@ -155,13 +157,18 @@ pub fn start(
     let workers = || (workers_signal.clone(), workers_drain.guard());
 
     if let Some(cfg) = t.scheduler.clone() {
+        let commands = t.control.then_some(t.delivery_limit);
         spawn_scheduler(
             &mut groups,
             parts.clone(),
             cfg,
+            commands,
             (scheduler_signal, scheduler_drain.guard()),
         );
         queues.push(ns.results_queue());
+        if commands.is_some() {
+            queues.push(ns.commands_queue());
+        }
     }
     let gates = DeviceGates::new(&t.evaluators);
     if let Some(plan) = &t.compiler {
@@ -202,15 +209,34 @@ pub fn start(
     })
 }
 
-/// The Scheduler, as a restartable group of its own phase of the stop.
+/// The Scheduler, as a restartable group of its own phase of the stop; with `commands` (the
+/// delivery limit of the commands queue), its command inbox too, restarted with it.
 fn spawn_scheduler(
     groups: &mut Groups,
     parts: Parts,
     cfg: SchedulerConfig,
+    commands: Option<u32>,
     (signal, guard): (Signal, DrainGuard),
 ) {
     groups.spawn(ActorName::Scheduler, signal, guard, move |stop, guard| {
         let p = parts.clone();
+        if let Some(delivery_limit) = commands {
+            let (store, bus, signal) = (p.store.clone(), p.bus.clone(), stop.clone());
+            supervise(
+                "scheduler.commands".into(),
+                Backoff::default(),
+                stop.clone(),
+                guard.clone(),
+                move || {
+                    crate::commands::serve(
+                        store.clone(),
+                        bus.clone(),
+                        delivery_limit,
+                        signal.clone(),
+                    )
+                },
+            );
+        }
         Scheduler::new(p.store, p.bus, p.backends, cfg.clone(), stop, guard).start();
     });
 }

@@ -54,11 +54,28 @@ pub type Result<T, E = BusError> = std::result::Result<T, E>;
 pub struct QueueOptions {
     /// Deliveries after which a message is dead-lettered instead of delivered again.
     pub delivery_limit: u32,
+    /// A queue of one process (a CLI's reply queue): the broker deletes it once it has had no
+    /// consumer for this long, so processes that end leave nothing behind. `None`: kept until
+    /// deleted. (The in-process bus lives as long as its process, and ignores it.)
+    pub expires_after: Option<std::time::Duration>,
 }
 
 impl Default for QueueOptions {
     fn default() -> Self {
-        QueueOptions { delivery_limit: 5 }
+        QueueOptions {
+            delivery_limit: 5,
+            expires_after: None,
+        }
+    }
+}
+
+impl QueueOptions {
+    /// A durable work queue with this delivery limit.
+    pub fn limited(delivery_limit: u32) -> Self {
+        QueueOptions {
+            delivery_limit,
+            ..QueueOptions::default()
+        }
     }
 }
 

@@ -174,9 +174,7 @@ impl MemoryBus {
             closed: AtomicBool::new(false),
             closing: Notify::new(),
         });
-        let dead_options = QueueOptions {
-            delivery_limit: u32::MAX,
-        };
+        let dead_options = QueueOptions::limited(u32::MAX);
         let dead = Arc::new(Queue::new(
             ns.dead_letter_queue(),
             dead_options,

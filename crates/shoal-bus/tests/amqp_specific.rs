@@ -144,7 +144,7 @@ async fn consumers_and_publishers_survive_a_dropped_connection() {
     let ns = fresh_namespace("reconnect");
     let bus = connect(&ns).await;
     let q = ns.compile_queue(shoal_model::Step::CommandBuild, "reconnect");
-    bus.declare_queue(&q, &QueueOptions { delivery_limit: 10 })
+    bus.declare_queue(&q, &QueueOptions::limited(10))
         .await
         .unwrap();
     bus.publish(&q, msgs("a", 0..50)).await.unwrap();
@@ -265,7 +265,7 @@ async fn broker_dead_letters_past_the_limit_with_a_readable_reason() {
     let ns = fresh_namespace("limit");
     let bus = connect(&ns).await;
     let q = ns.eval_queue(shoal_model::Step::CommandRun, "limit", 110);
-    bus.declare_queue(&q, &QueueOptions { delivery_limit: 2 })
+    bus.declare_queue(&q, &QueueOptions::limited(2))
         .await
         .unwrap();
     bus.publish(&q, vec![b"poison".to_vec()]).await.unwrap();
@@ -301,7 +301,7 @@ async fn work_queues_are_durable_quorum_queues_with_explicit_dead_lettering() {
     let ns = fresh_namespace("args");
     let bus = connect(&ns).await;
     let q = ns.compile_queue(shoal_model::Step::CommandBuild, "args");
-    bus.declare_queue(&q, &QueueOptions { delivery_limit: 5 })
+    bus.declare_queue(&q, &QueueOptions::limited(5))
         .await
         .unwrap();
     let listing = tokio::task::spawn_blocking(|| {

@@ -19,7 +19,7 @@ async fn queue(bus: &MemoryBus, delivery_limit: u32) -> String {
     let q = bus
         .namespace()
         .compile_queue(shoal_model::Step::CommandBuild, "a");
-    bus.declare_queue(&q, &QueueOptions { delivery_limit })
+    bus.declare_queue(&q, &QueueOptions::limited(delivery_limit))
         .await
         .unwrap();
     q

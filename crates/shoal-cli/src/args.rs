@@ -385,10 +385,15 @@ pub struct TuneArgs {
     /// of the model). For measuring how tuning scales with the GPU count.
     #[arg(long, value_name = "N", conflicts_with = "cluster", value_parser = clap::value_parser!(u32).range(1..))]
     pub devices: Option<u32>,
-    /// Cluster mode: load the jobs into the cluster's store (SHOAL_DB) and wait while the
-    /// running `shoal worker` processes tune them, then export. Nothing runs in this process.
+    /// Cluster mode: ask the cluster's Scheduler to load the session and jobs (a command on the
+    /// broker, SHOAL_BROKER), wait while the running `shoal worker` processes tune them, then
+    /// export (reading the store, SHOAL_DB). Nothing runs in this process.
     #[arg(long)]
     pub cluster: bool,
+    /// Cluster mode: seconds to wait for the Scheduler to answer. A command it has not answered
+    /// by then is not lost: it is applied when a Scheduler runs.
+    #[arg(long, value_name = "SECS", default_value_t = 60, requires = "cluster")]
+    pub reply_timeout: u64,
     /// Cluster mode: the architecture of the hosts that evaluate (default: this host's CPU).
     #[arg(long, requires = "cluster")]
     pub arch: Option<String>,

@@ -7,12 +7,12 @@
 mod args;
 mod bench;
 mod cli;
+mod commands;
 mod compare;
 mod connect;
 mod fleet;
 mod host;
 mod hostile;
-mod load;
 mod logging;
 mod metrics_endpoint;
 mod miopen;

@@ -28,8 +28,13 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     }
     let store = open_migrated(db).await?;
     let device = choose_device(&spec, args.device.as_deref(), args.devices)?;
-    let identity = crate::load::session_for(&spec, &device, &args.reason, args.max_retries);
-    let loaded = crate::load::load(&*store, &spec, &identity).await?;
+    let identity = shoal_actors::load::session_for(
+        &spec,
+        (&device.arch, device.num_cu),
+        &args.reason,
+        args.max_retries,
+    );
+    let loaded = shoal_actors::load::load(&*store, &spec, &identity).await?;
     let session = loaded.session.id;
     eprintln!(
         "session {session} ({}): {} on {} ({} {}, {} units): {} candidates over {} shapes, {} builds{}",

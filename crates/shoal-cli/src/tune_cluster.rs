@@ -1,19 +1,23 @@
-//! `shoal tune --cluster`: the same spec, session and jobs as the embedded mode, loaded into the
-//! cluster's store; the running workers do the work, and this process watches and exports.
+//! `shoal tune --cluster`: the same spec, session and jobs as the embedded mode, loaded by the
+//! cluster's Scheduler on this process's command (`LoadSpec`, see `crate::commands`): this
+//! process writes nothing to the store. The running workers do the work, and this process
+//! watches the store and exports, which only reads it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use shoal_actors::backends::SessionBackends;
 use shoal_actors::shutdown::Signal;
 use shoal_backend::spec::TuningSpec;
 use shoal_backend::SessionBackend;
+use shoal_model::command::{Command, CommandOutcome};
 
 use crate::args::TuneArgs;
 
 pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow::Result<ExitCode> {
-    let store = crate::connect::store_from_env().await?;
+    let bus = crate::connect::bus_from_env().await?;
     let mut device = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
     if let Some(arch) = &args.arch {
         device.arch = arch.clone();
@@ -21,18 +25,31 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
     if let Some(n) = args.num_cu {
         device.num_cu = n;
     }
-    let identity = crate::load::session_for(&spec, &device, &args.reason, args.max_retries);
-    let loaded = crate::load::load(&*store, &spec, &identity).await?;
-    let session = loaded.session.id;
+    let command = Command::LoadSpec {
+        spec_text: spec.source_text.clone(),
+        spec_path: spec.absolute_path().display().to_string(),
+        arch: device.arch.clone(),
+        num_cu: device.num_cu,
+        reason: args.reason.clone(),
+        max_retries: args.max_retries,
+    };
+    let wait = Duration::from_secs(args.reply_timeout);
+    let outcome = crate::commands::send(&*bus, command, wait).await?;
+    let CommandOutcome::SpecLoaded {
+        session,
+        resumed,
+        jobs_total,
+        builds,
+        ..
+    } = outcome;
     eprintln!(
-        "session {session} ({}): {} for {} with {} units: {} candidates, {} builds; waiting for the workers",
-        if loaded.resumed { "resumed" } else { "new" },
+        "session {session} ({}): {} for {} with {} units: {jobs_total} candidates, {builds} builds; waiting for the workers",
+        if resumed { "resumed" } else { "new" },
         spec.name,
         device.arch,
         device.num_cu,
-        loaded.jobs_total,
-        loaded.builds,
     );
+    let store = crate::connect::store_from_env().await?;
     let interrupted = crate::run::watch_progress(&*store, session, stop).await?;
     let backends = SessionBackends::new(crate::host::fin_path(None));
     backends.insert(session, SessionBackend::Command(spec.clone()));

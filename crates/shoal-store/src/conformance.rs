@@ -25,11 +25,13 @@ use shoal_model::{
 use crate::{Batch, BuildRecord, Change, Store, StoreError};
 
 mod catalog;
+mod commands;
 mod outbox;
 mod presence;
 mod search_states;
 mod transitions;
 pub use catalog::*;
+pub use commands::*;
 pub use outbox::*;
 pub use presence::*;
 pub use search_states::*;
@@ -80,6 +82,7 @@ macro_rules! store_conformance_tests {
             held_jobs_are_released_or_skipped,
             worker_presence_is_upserted_and_listed_newest_first,
             finish_times_list_ended_jobs_oldest_first,
+            the_first_reply_of_a_command_is_kept,
         );
     };
 }

@@ -21,6 +21,7 @@
 #[macro_use]
 mod encoding;
 
+mod commands;
 #[cfg(feature = "test-support")]
 pub mod conformance;
 #[cfg(feature = "mysql")]
@@ -153,6 +154,19 @@ macro_rules! delegating_store {
         }
         async fn workers(&self) -> $crate::Result<Vec<$crate::__model::WorkerPresence>> {
             self.$field.workers().await
+        }
+        async fn command_reply(
+            &self,
+            id: &str,
+        ) -> $crate::Result<Option<$crate::__model::command::CommandReply>> {
+            self.$field.command_reply(id).await
+        }
+        async fn put_command_reply(
+            &self,
+            reply: &$crate::__model::command::CommandReply,
+            applied_ms: i64,
+        ) -> $crate::Result<()> {
+            self.$field.put_command_reply(reply, applied_ms).await
         }
             }
     };
@@ -377,4 +391,15 @@ pub trait Store: Send + Sync + 'static {
     async fn put_worker(&self, worker: &shoal_model::WorkerPresence) -> Result<()>;
     /// Every worker record, the most recently seen first.
     async fn workers(&self) -> Result<Vec<shoal_model::WorkerPresence>>;
+
+    /// The reply recorded for a command id the Scheduler applied (`shoal_model::command`), if
+    /// it applied it.
+    async fn command_reply(&self, id: &str) -> Result<Option<shoal_model::command::CommandReply>>;
+    /// Records the reply of an applied command. The first reply recorded for an id is kept; a
+    /// second is ignored.
+    async fn put_command_reply(
+        &self,
+        reply: &shoal_model::command::CommandReply,
+        applied_ms: i64,
+    ) -> Result<()>;
 }

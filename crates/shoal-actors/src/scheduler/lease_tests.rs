@@ -75,7 +75,7 @@ async fn heartbeats_keep_a_lease_and_silence_ends_it() {
     // Most of a lease on, a heartbeat: the lease now runs a full running lease from there.
     clock.advance(RUNNING_LEASE * 5 / 6);
     let results = bus.namespace().results_queue();
-    bus.declare_queue(&results, &QueueOptions { delivery_limit: 5 })
+    bus.declare_queue(&results, &QueueOptions::limited(5))
         .await
         .unwrap();
     let beat = Message::Reply(ReplyBody::Heartbeat {

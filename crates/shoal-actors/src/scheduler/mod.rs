@@ -358,12 +358,7 @@ async fn run(inner: Rc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
     let queue = inner.bus.namespace().results_queue();
     inner
         .bus
-        .declare_queue(
-            &queue,
-            &QueueOptions {
-                delivery_limit: inner.config.delivery_limit,
-            },
-        )
+        .declare_queue(&queue, &QueueOptions::limited(inner.config.delivery_limit))
         .await?;
     let prefetch = inner.config.result_batch.min(u16::MAX as usize) as u16;
     let mut consumer = inner.bus.consume(&queue, prefetch).await?;
@@ -512,12 +507,7 @@ impl Inner {
             return Ok(());
         }
         self.bus
-            .declare_queue(
-                name,
-                &QueueOptions {
-                    delivery_limit: self.config.delivery_limit,
-                },
-            )
+            .declare_queue(name, &QueueOptions::limited(self.config.delivery_limit))
             .await?;
         self.declared.borrow_mut().insert(name.to_string());
         Ok(())

@@ -223,7 +223,7 @@ async fn a_heartbeat_renews_the_lease_of_running_work() {
     let bus = MemoryBus::new(Namespace::new("outbox").unwrap());
     let inner = scheduler(Arc::new(store.clone()), bus.clone(), session);
     let results = bus.namespace().results_queue();
-    bus.declare_queue(&results, &QueueOptions { delivery_limit: 5 })
+    bus.declare_queue(&results, &QueueOptions::limited(5))
         .await
         .unwrap();
     let beat = Message::Reply(ReplyBody::Heartbeat {

@@ -253,7 +253,7 @@ async fn dispatched(
         panic!("not a compile request");
     };
     d.ack().await.unwrap();
-    bus.declare_queue(&ns.results_queue(), &QueueOptions { delivery_limit: 5 })
+    bus.declare_queue(&ns.results_queue(), &QueueOptions::limited(5))
         .await
         .unwrap();
     (inner, bus, req, signal, drain)

@@ -258,6 +258,7 @@ impl RabbitBus {
         for (arch, num_cu) in kinds {
             self.delete_queues(&ns.work_queues(arch, *num_cu)).await?;
         }
+        self.delete_queues(&[ns.commands_queue()]).await?;
         self.delete_namespace().await
     }
 
@@ -295,11 +296,14 @@ impl Bus for RabbitBus {
             // Exists from the start with arguments of its own; nothing to change.
             return Ok(());
         }
-        let args = headers::work_queue_args(
+        let mut args = headers::work_queue_args(
             &shared.dead_exchange,
             &shared.dead_queue,
             options.delivery_limit,
         );
+        if let Some(after) = options.expires_after {
+            headers::expire_unused(&mut args, after);
+        }
         let declared = link
             .admin(|c| async move { c.queue_declare(name.into(), durable(), args).await })
             .await;

@@ -99,7 +99,7 @@ async fn declare(bus: &dyn Bus, name: &str, delivery_limit: u32) -> String {
     let q = bus
         .namespace()
         .compile_queue(shoal_model::Step::CommandBuild, name);
-    bus.declare_queue(&q, &QueueOptions { delivery_limit })
+    bus.declare_queue(&q, &QueueOptions::limited(delivery_limit))
         .await
         .unwrap_or_else(|e| panic!("declare {q}: {e}"));
     q

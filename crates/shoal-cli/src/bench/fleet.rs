@@ -292,9 +292,7 @@ async fn wait_consumers(cluster: &BenchCluster, devices: u32) -> anyhow::Result<
     let bus = cluster.bus().await?;
     let queue = bus.namespace().eval_queue(Step::NoopRun, SIMULATED_ARCH, 1);
     // Declared as the workers declare it, so that asking about it never meets a missing queue.
-    let options = shoal_bus::QueueOptions {
-        delivery_limit: SchedulerConfig::default().delivery_limit,
-    };
+    let options = shoal_bus::QueueOptions::limited(SchedulerConfig::default().delivery_limit);
     bus.declare_queue(&queue, &options).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {

@@ -27,6 +27,10 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
         include_str!("../../../../schemas/mysql/0004_search_states.sql"),
     ),
     (5, include_str!("../../../../schemas/mysql/0005_worker.sql")),
+    (
+        6,
+        include_str!("../../../../schemas/mysql/0006_command.sql"),
+    ),
 ];
 
 /// How long `migrate` waits for another process's migration to finish, in seconds.

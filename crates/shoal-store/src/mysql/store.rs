@@ -216,4 +216,34 @@ impl Store for MysqlStore {
     async fn workers(&self) -> Result<Vec<shoal_model::WorkerPresence>> {
         self.run("listing workers", super::presence::workers).await
     }
+
+    async fn command_reply(&self, id: &str) -> Result<Option<shoal_model::command::CommandReply>> {
+        let json: Option<String> = self
+            .run("reading a command's reply", |mut c| async move {
+                use mysql_async::prelude::Queryable;
+                let json: Option<String> =
+                    c.exec_first(crate::commands::SELECT_REPLY, (id,)).await?;
+                Ok(json)
+            })
+            .await?;
+        json.map(|j| crate::commands::decode(id, &j)).transpose()
+    }
+
+    async fn put_command_reply(
+        &self,
+        reply: &shoal_model::command::CommandReply,
+        applied_ms: i64,
+    ) -> Result<()> {
+        let json = crate::commands::encode(reply)?;
+        self.run("recording a command's reply", |mut c| {
+            let (id, json) = (reply.id.clone(), json.clone());
+            async move {
+                use mysql_async::prelude::Queryable;
+                c.exec_drop(crate::commands::INSERT_MYSQL, (id, json, applied_ms))
+                    .await?;
+                Ok(())
+            }
+        })
+        .await
+    }
 }

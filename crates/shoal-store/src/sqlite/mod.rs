@@ -34,7 +34,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use shoal_model::{
     Config, ConfigId, FinalResult, Job, JobId, JobState, NewConfig, NewJob, NewSession, NewSolver,
     ResultRow, Session, SessionId, Solver, SolverId,
@@ -66,6 +66,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         6,
         include_str!("../../../../schemas/sqlite/0006_worker.sql"),
+    ),
+    (
+        7,
+        include_str!("../../../../schemas/sqlite/0007_command.sql"),
     ),
 ];
 
@@ -494,5 +498,33 @@ impl Store for SqliteStore {
 
     async fn workers(&self) -> Result<Vec<shoal_model::WorkerPresence>> {
         self.run("listing workers", |c| ops::workers(c)).await
+    }
+
+    async fn command_reply(&self, id: &str) -> Result<Option<shoal_model::command::CommandReply>> {
+        let id = id.to_string();
+        self.run("reading a command's reply", move |c| {
+            let json: Option<String> = c
+                .prepare_cached(crate::commands::SELECT_REPLY)
+                .and_then(|mut st| st.query_row(params![id], |r| r.get(0)).optional())
+                .ctx("reading a command's reply")?;
+            json.map(|j| crate::commands::decode(&id, &j)).transpose()
+        })
+        .await
+    }
+
+    async fn put_command_reply(
+        &self,
+        reply: &shoal_model::command::CommandReply,
+        applied_ms: i64,
+    ) -> Result<()> {
+        let json = crate::commands::encode(reply)?;
+        let id = reply.id.clone();
+        self.run("recording a command's reply", move |c| {
+            c.prepare_cached(crate::commands::INSERT_SQLITE)
+                .and_then(|mut st| st.execute(params![id, json, applied_ms]))
+                .ctx("recording a command's reply")?;
+            Ok(())
+        })
+        .await
     }
 }

@@ -1,11 +1,12 @@
 //! From a tuning spec to a session and its jobs in the store. Loading is idempotent: the same
-//! spec on the same device finds the same session, and jobs that exist are left as they are.
+//! spec on the same device kind finds the same session, and jobs that exist are left as they
+//! are. `shoal tune` calls it in its own process; in cluster mode the Scheduler calls it when a
+//! CLI's `LoadSpec` command arrives ([`crate::commands`]), so the same spec loads the same way.
 
 use sha2::{Digest, Sha256};
 use shoal_backend::spec::TuningSpec;
-use shoal_gpu::Device;
 use shoal_model::{NewConfig, NewJob, NewSession, NewSolver, Session, Step};
-use shoal_store::Store;
+use shoal_store::{Store, StoreError};
 
 /// What loading did.
 pub struct Loaded {
@@ -16,18 +17,18 @@ pub struct Loaded {
     pub builds: usize,
 }
 
-/// The session identity of a spec on a device.
+/// The session identity of a spec on a device kind (`arch`, `num_cu`).
 pub fn session_for(
     spec: &TuningSpec,
-    device: &Device,
+    (arch, num_cu): (&str, u32),
     reason: &str,
     max_retries: u32,
 ) -> NewSession {
     let digest = hex::encode(Sha256::digest(spec.identity().as_bytes()));
     NewSession {
         reason: reason.to_string(),
-        arch: device.arch.clone(),
-        num_cu: device.num_cu,
+        arch: arch.to_string(),
+        num_cu,
         backend: shoal_model::Backend::Command,
         spec: spec.source_text.clone(),
         spec_path: spec.absolute_path().display().to_string(),
@@ -42,15 +43,14 @@ pub async fn load(
     store: &dyn Store,
     spec: &TuningSpec,
     identity: &NewSession,
-) -> anyhow::Result<Loaded> {
+) -> shoal_store::Result<Loaded> {
     let (session, resumed) = match store.find_session(identity).await? {
         Some(s) => (s, true),
         None => {
             let id = store.create_session(identity).await?;
-            let s = store
-                .session(id)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("session {id} vanished after creation"))?;
+            let s = store.session(id).await?.ok_or_else(|| {
+                StoreError::Invalid(format!("session {id} vanished after creation"))
+            })?;
             (s, false)
         }
     };

@@ -1,0 +1,123 @@
+//! The Scheduler's command inbox: in cluster mode, operators' CLIs publish commands
+//! (`shoal_model::command`) to `<ns>.commands` instead of writing the store, and this loop,
+//! beside the Scheduler, applies them. So the Scheduler's process is the only writer of what it
+//! schedules, and an operator's machine needs a broker identity, not the database's password.
+//!
+//! Each request is verified and decoded like every message (a forged, corrupt or foreign one is
+//! dead-lettered with its reason), then checked ([`CommandRequest::problem`]: its id, its reply
+//! queue, its size), then applied **once per id**: the reply of every applied command is
+//! recorded in the store (`command` table) before it is sent and before the request is
+//! acknowledged. A request redelivered after a crash, or published twice, finds its recorded
+//! reply and gets it again, unapplied. A crash between applying and recording applies again,
+//! which is safe because applying is itself idempotent (loading a spec finds the session it
+//! made, and jobs that exist are left as they are); what the record adds is that the CLI is told
+//! the first outcome, not "resumed, 0 new".
+//!
+//! A command published while no Scheduler runs waits in the durable queue, and is applied when
+//! one starts.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use shoal_bus::{Bus, QueueOptions};
+use shoal_model::command::{Command, CommandOutcome, CommandReply};
+use shoal_model::Message;
+use shoal_store::Store;
+
+use crate::shutdown::Signal;
+use crate::ActorError;
+
+/// Serves `<ns>.commands` until `stop`.
+pub async fn serve(
+    store: Arc<dyn Store>,
+    bus: Arc<dyn Bus>,
+    delivery_limit: u32,
+    mut stop: Signal,
+) -> Result<(), ActorError> {
+    let queue = bus.namespace().commands_queue();
+    bus.declare_queue(&queue, &QueueOptions::limited(delivery_limit))
+        .await?;
+    let mut consumer = bus.consume(&queue, 1).await?;
+    while let Some((req, delivery)) = crate::next_request(
+        bus.codec(),
+        &mut *consumer,
+        &mut stop,
+        &queue,
+        "command",
+        |m| match m {
+            Message::Command(r) => Some(r),
+            _ => None,
+        },
+    )
+    .await?
+    {
+        if let Some(problem) = req.problem(bus.namespace()) {
+            let reason = format!("refused on {queue}: {problem}");
+            tracing::error!(queue = %queue, reason = %reason, "dead-lettering a message");
+            delivery.dead_letter(reason).await?;
+            continue;
+        }
+        let reply = match store.command_reply(&req.id).await? {
+            Some(recorded) => {
+                tracing::info!(id = %req.id, command = req.command.name(), "command applied before: replying as then");
+                recorded
+            }
+            None => {
+                let reply = CommandReply {
+                    id: req.id.clone(),
+                    result: apply(&*store, &req.command).await?,
+                };
+                match &reply.result {
+                    Ok(outcome) => {
+                        tracing::info!(id = %req.id, command = req.command.name(), ?outcome, "command applied")
+                    }
+                    Err(e) => {
+                        tracing::warn!(id = %req.id, command = req.command.name(), error = %e, "command failed")
+                    }
+                }
+                store.put_command_reply(&reply, crate::now_ms()).await?;
+                reply
+            }
+        };
+        // The CLI may have given up waiting and gone, its reply queue with it: the outcome is
+        // recorded all the same, and `shoal sessions` shows it.
+        if let Err(e) = crate::publish(&*bus, &req.reply_to, &Message::CommandReply(reply)).await {
+            tracing::warn!(id = %req.id, reply_to = %req.reply_to, error = %e, "reply not delivered");
+        }
+        delivery.ack().await?;
+    }
+    Ok(())
+}
+
+/// Applies one command: its outcome, or its own failure, told to the CLI and recorded (a spec
+/// that does not parse). A failure of the store is the outer `Err`: nothing is recorded, the
+/// loop fails and is restarted, and the request is delivered again once the store is back.
+async fn apply(
+    store: &dyn Store,
+    command: &Command,
+) -> shoal_store::Result<Result<CommandOutcome, String>> {
+    match command {
+        Command::LoadSpec {
+            spec_text,
+            spec_path,
+            arch,
+            num_cu,
+            reason,
+            max_retries,
+        } => {
+            let spec = match shoal_backend::spec::parse(spec_text, Path::new(spec_path)) {
+                Ok(spec) => spec,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            let identity = crate::load::session_for(&spec, (arch, *num_cu), reason, *max_retries);
+            let loaded = crate::load::load(store, &spec, &identity).await?;
+            Ok(Ok(CommandOutcome::SpecLoaded {
+                session: loaded.session.id,
+                resumed: loaded.resumed,
+                jobs_total: loaded.jobs_total,
+                jobs_created: loaded.jobs_created,
+                builds: loaded.builds as u64,
+            }))
+        }
+    }
+}
