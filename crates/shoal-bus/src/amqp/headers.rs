@@ -25,6 +25,13 @@ fn long(s: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(s))
 }
 
+/// `x-expires`: the broker deletes the queue after it has been unused (no consumer, no
+/// redeclaration) for `after` (at least 1 ms).
+pub fn expire_unused(args: &mut FieldTable, after: std::time::Duration) {
+    let ms = i32::try_from(after.as_millis().max(1)).unwrap_or(i32::MAX);
+    args.insert("x-expires".into(), AMQPValue::LongInt(ms));
+}
+
 /// The arguments of a work queue: a durable quorum queue that dead-letters through the
 /// namespace's dead-letter exchange once a message has been delivered `delivery_limit` times.
 ///
@@ -37,13 +44,6 @@ fn long(s: &str) -> AMQPValue {
 ///   source queue until the dead-letter queue has confirmed it, so none is lost in between. It
 ///   needs `x-overflow = reject-publish`, which is set too (no length limit is set, so it never
 ///   rejects anything).
-/// `x-expires`: the broker deletes the queue after it has been unused (no consumer, no
-/// redeclaration) for `after` (at least 1 ms).
-pub fn expire_unused(args: &mut FieldTable, after: std::time::Duration) {
-    let ms = i32::try_from(after.as_millis().max(1)).unwrap_or(i32::MAX);
-    args.insert("x-expires".into(), AMQPValue::LongInt(ms));
-}
-
 pub fn work_queue_args(
     dead_letter_exchange: &str,
     dead_letter_queue: &str,
