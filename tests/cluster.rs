@@ -55,6 +55,11 @@ fn workers(cluster: &Cluster, dir: &Path) -> Vec<serde_json::Value> {
 
 /// `shoal tune <faulty spec> --cluster`, waiting for the workers; returns its stdout.
 fn tune_in_cluster(cluster: &Cluster, dir: &Path) -> String {
+    let mut cmd = tune_command(cluster, dir);
+    String::from_utf8(common::run_ok(&mut cmd).stdout).unwrap()
+}
+
+fn tune_command(cluster: &Cluster, dir: &Path) -> Command {
     let spec = common::fixture("faulty/spec.toml");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
     cmd.current_dir(dir)
@@ -62,7 +67,7 @@ fn tune_in_cluster(cluster: &Cluster, dir: &Path) -> String {
         .args(["tune", "--cluster", "--out", "out"])
         .arg(&spec);
     cluster.env(&mut cmd);
-    String::from_utf8(common::run_ok(&mut cmd).stdout).unwrap()
+    cmd
 }
 
 /// What every cluster run must show: each fault recorded with its kind, every working candidate
@@ -118,6 +123,30 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port().to_string()
     };
+    // The operator's commands come first, while no Scheduler runs. One that gives up waiting
+    // says that its command is not lost...
+    let given_up = tune_command(&cluster, dir.path())
+        .args(["--reply-timeout", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&given_up.stderr);
+    assert!(!given_up.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no Scheduler is running") && stderr.contains("not lost"),
+        "{stderr}"
+    );
+    // ... and one that waits gets its answer once a Scheduler starts. The first command is
+    // applied first: it makes the session, and the second finds it (one session in all).
+    let mut tune = tune_command(&cluster, dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        tune.try_wait().unwrap().is_none(),
+        "tune --cluster ended with no Scheduler to answer it"
+    );
     cluster.start_worker(
         "scheduler",
         &[],
@@ -145,7 +174,11 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
             exports.to_str().unwrap(),
         ],
     );
-    let stdout = tune_in_cluster(&cluster, dir.path());
+    let out = tune.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("session 1 (resumed)"), "{stderr}");
     check_results(&cluster, dir.path(), &stdout);
     // The fleet view: every worker process reports itself, live, with its roles.
     let mut table = Command::new(env!("CARGO_BIN_EXE_shoal"));

@@ -327,9 +327,13 @@ shoal_role_db_grants() {
         # in_flight, apply (SELECT … FOR UPDATE + compare-and-set UPDATE); result rows and
         # build records written by apply; builds() read before compiling; the outbox (requests
         # owed: written by apply, read by the sender, cleared once the broker confirmed).
-        printf '%s\n' "SELECT${t}session" "SELECT${t}config" "SELECT, UPDATE${t}job" \
+        # Operators' commands (shoal tune --cluster: find/create the session, upsert configs,
+        # tags and the solver, insert jobs), each recorded once in command.
+        printf '%s\n' "SELECT, INSERT${t}session" "SELECT, INSERT, UPDATE${t}config" \
+            "SELECT, INSERT, UPDATE${t}config_tag" "SELECT, INSERT, UPDATE${t}solver" \
+            "SELECT, INSERT, UPDATE${t}job" \
             "INSERT${t}result" "SELECT, INSERT, UPDATE${t}build" "SELECT, INSERT, DELETE${t}outbox" \
-            "SELECT, INSERT, UPDATE${t}worker"
+            "SELECT, INSERT, UPDATE${t}worker" "SELECT, INSERT${t}command"
         ;;
     compile)
         # session (backend), put_artifact (INSERT … ON DUPLICATE KEY UPDATE hash = hash, which
@@ -348,13 +352,11 @@ shoal_role_db_grants() {
             "SELECT${t}result" "SELECT, INSERT, UPDATE${t}worker"
         ;;
     cli)
-        # shoal tune --cluster (load: find/create session, upsert configs, tags, solvers,
-        # insert jobs; watch: state_counts; export: final_results), import-configs, session
-        # init, solvers update, applicability update, jobs load, export (artifacts).
-        printf '%s\n' "SELECT, INSERT${t}session" "SELECT, INSERT, UPDATE${t}config" \
-            "SELECT, INSERT, UPDATE${t}config_tag" "SELECT, INSERT, UPDATE${t}solver" \
-            "SELECT, INSERT, UPDATE${t}applicability" \
-            "SELECT, INSERT, UPDATE (${SHOAL_JOB_INSERT_COLUMNS})${t}job" \
+        # Reads only: in cluster mode what changes the schedule goes to the Scheduler as a
+        # command over the broker (shoal tune --cluster). shoal tune --cluster watches
+        # (state_counts) and exports (final_results); status, sessions, workers, export read.
+        printf '%s\n' "SELECT${t}session" "SELECT${t}config" "SELECT${t}config_tag" \
+            "SELECT${t}solver" "SELECT${t}applicability" "SELECT${t}job" \
             "SELECT${t}result" "SELECT${t}artifact" "SELECT${t}worker"
         ;;
     *) return 1 ;;
@@ -375,9 +377,10 @@ shoal_role_broker_perms() {
     local sub='amq\.gen-.*'
     case $1 in
     scheduler)
-        c="$topo|$n\\.results|$n\\.compile\\..+|$n\\.eval\\..+|$sub"
+        # Also consumes operators' commands, and answers on their reply queues (amq.default).
+        c="$topo|$n\\.results|$n\\.commands|$n\\.compile\\..+|$n\\.eval\\..+|$sub"
         w="amq\\.default|$n\\.dlx|$n\\.dead|$sub"
-        r="$n\\.results|$n\\.compile\\..+|$n\\.eval\\..+|$n\\.dlx|$n\\.control|$sub"
+        r="$n\\.results|$n\\.commands|$n\\.compile\\..+|$n\\.eval\\..+|$n\\.dlx|$n\\.control|$sub"
         ;;
     compile)
         c="$topo|$n\\.results|$n\\.compile\\..+|$sub"
@@ -396,10 +399,16 @@ shoal_role_broker_perms() {
         r="$n\\.dlx|$n\\.control|$sub"
         ;;
     cli)
-        # shoal control …, shoal export --cluster: publish on <ns>.control.
-        c="$topo"
-        w="$n\\.dead|$n\\.control"
-        r="$n\\.dlx"
+        # shoal control …, shoal export --cluster: publish on <ns>.control. shoal tune
+        # --cluster: publish a command to <ns>.commands (through amq.default, which cannot be
+        # narrowed to one queue: the command's signature is what the Scheduler trusts), and
+        # declare and consume its own reply queue <ns>.reply.<random> (with a dead-letter
+        # exchange: write on <ns>.dlx); it declares <ns>.commands too (which exists: that needs
+        # configure only), so that a command waits there while no Scheduler runs. It may not
+        # consume the commands queue or any work.
+        c="$topo|$n\\.commands|$n\\.reply\\..+"
+        w="amq\\.default|$n\\.dead|$n\\.dlx|$n\\.control"
+        r="$n\\.dlx|$n\\.reply\\..+"
         ;;
     *) return 1 ;;
     esac

@@ -8,7 +8,8 @@
 //! the Scheduler applies an id once, so a command the broker delivers twice is applied once.
 //!
 //! When no Scheduler answers in time the command is not lost: it waits in the durable commands
-//! queue and is applied when a Scheduler runs. The error says so.
+//! queue, which the CLI declares too (it exists wherever `scripts/services-up` set up the
+//! namespace or a Scheduler ran), and is applied when a Scheduler runs. The error says so.
 
 use std::time::Duration;
 
