@@ -21,6 +21,7 @@ pub mod embedded;
 pub mod evaluator;
 pub mod exporter;
 pub mod load;
+pub mod load_jobs;
 pub mod monitor;
 pub mod presence;
 mod restart;

@@ -105,8 +105,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Golden { command } => golden(command, &db).await,
         Command::Miopen { command } => crate::miopen::miopen(command).await,
         Command::Solvers {
-            command: crate::miopen::SolversCommand::Update { fin, builtin },
-        } => crate::miopen::fin_steps::solvers_update(&db, fin, builtin).await,
+            command:
+                crate::miopen::SolversCommand::Update {
+                    fin,
+                    builtin,
+                    cluster,
+                },
+        } => crate::miopen::fin_steps::solvers_update(&db, fin, builtin, cluster).await,
         Command::Session { command } => crate::miopen::session(command, &db).await,
         Command::Applicability {
             command: crate::miopen::ApplicabilityCommand::Update { session, tag, fin },

@@ -18,6 +18,9 @@ use shoal_bus::{Bus, QueueOptions};
 use shoal_model::command::{Command, CommandOutcome, CommandRequest};
 use shoal_model::Message;
 
+/// How long the commands without a `--reply-timeout` of their own wait for the Scheduler.
+pub const WAIT: Duration = Duration::from_secs(60);
+
 /// How long a reply queue outlives its last consumer.
 const REPLY_QUEUE_EXPIRES: Duration = Duration::from_secs(30);
 

@@ -41,7 +41,10 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
         jobs_total,
         builds,
         ..
-    } = outcome;
+    } = outcome
+    else {
+        anyhow::bail!("the Scheduler answered {outcome:?} to tune --cluster");
+    };
     eprintln!(
         "session {session} ({}): {} for {} with {} units: {jobs_total} candidates, {builds} builds; waiting for the workers",
         if resumed { "resumed" } else { "new" },

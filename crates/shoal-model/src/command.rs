@@ -14,10 +14,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::SessionId;
+use crate::{NewConfig, NewSession, NewSolver, SessionId};
 
 /// The longest command id accepted: 32 hex digits (128 random bits) is what the CLI writes.
 pub const MAX_COMMAND_ID: usize = 64;
+
+/// The most configs one `ImportConfigs` command carries: an import of a larger file is sent
+/// as several commands, each applied on its own (upserts, so their order does not matter).
+pub const MAX_CONFIGS_PER_COMMAND: usize = 500;
 
 /// The largest spec text a command carries inline. A spec is a few KB of TOML; its sources
 /// (kernel files, shape lists) are read on the Scheduler's host by path, as the workers read
@@ -53,6 +57,25 @@ pub enum Command {
         /// Attempts a failed job gets again.
         max_retries: u32,
     },
+    /// Find the session with this identity, or create it (`shoal session init`).
+    CreateSession { identity: NewSession },
+    /// Upsert configs with their tags: one part of `shoal import-configs`, at most
+    /// [`MAX_CONFIGS_PER_COMMAND`].
+    ImportConfigs { configs: Vec<NewConfig> },
+    /// Upsert solvers (`shoal solvers update`).
+    UpdateSolvers { solvers: Vec<NewSolver> },
+    /// Load MIOpen jobs into a session (`shoal jobs load`).
+    LoadJobs {
+        /// `None`: the newest session.
+        session: Option<SessionId>,
+        tag: String,
+        /// The compile and eval steps, by name.
+        fin_steps: Vec<String>,
+        /// Solvers by name; empty: every tunable one (every one, for Find).
+        solvers: Vec<String>,
+        only_applicable: bool,
+        reason: String,
+    },
 }
 
 impl Command {
@@ -60,6 +83,10 @@ impl Command {
     pub fn name(&self) -> &'static str {
         match self {
             Command::LoadSpec { .. } => "load-spec",
+            Command::CreateSession { .. } => "create-session",
+            Command::ImportConfigs { .. } => "import-configs",
+            Command::UpdateSolvers { .. } => "update-solvers",
+            Command::LoadJobs { .. } => "load-jobs",
         }
     }
 }
@@ -74,6 +101,29 @@ pub enum CommandOutcome {
         jobs_total: u64,
         jobs_created: u64,
         builds: u64,
+    },
+    SessionReady {
+        session: SessionId,
+        /// A session with this identity existed before.
+        existed: bool,
+    },
+    ConfigsImported {
+        /// Configs new to the store, and configs it had already.
+        created: u64,
+        present: u64,
+    },
+    SolversUpdated {
+        solvers: u64,
+        tunable: u64,
+        /// Solvers new to the store.
+        created: u64,
+    },
+    JobsLoaded {
+        session: SessionId,
+        configs: u64,
+        candidates: u64,
+        created: u64,
+        not_applicable_skipped: u64,
     },
 }
 
@@ -112,7 +162,13 @@ impl CommandRequest {
                     spec_text.len()
                 ))
             }
-            Command::LoadSpec { .. } => None,
+            Command::ImportConfigs { configs } if configs.len() > MAX_CONFIGS_PER_COMMAND => {
+                Some(format!(
+                    "{} configs in one command; at most {MAX_CONFIGS_PER_COMMAND} (send the rest in others)",
+                    configs.len()
+                ))
+            }
+            _ => None,
         }
     }
 }
@@ -159,5 +215,23 @@ mod tests {
             .problem(&ns)
             .unwrap();
         assert!(p.contains("at most"), "{p}");
+        let config = |i: usize| NewConfig {
+            kind: "conv".into(),
+            key: format!("k{i}"),
+            params: crate::Params::new(),
+            tags: vec!["t".into()],
+        };
+        let mut import = CommandRequest {
+            id: "2".into(),
+            reply_to: reply.clone(),
+            command: Command::ImportConfigs {
+                configs: (0..MAX_CONFIGS_PER_COMMAND).map(config).collect(),
+            },
+        };
+        assert_eq!(import.problem(&ns), None);
+        import.command = Command::ImportConfigs {
+            configs: (0..=MAX_CONFIGS_PER_COMMAND).map(config).collect(),
+        };
+        assert!(import.problem(&ns).unwrap().contains("at most"));
     }
 }

@@ -15,7 +15,10 @@ use std::path::PathBuf;
 use shoal_model::command::{Command, CommandOutcome, CommandReply, CommandRequest};
 use shoal_model::envelope::{Codec, WIRE_VERSION};
 use shoal_model::message::*;
-use shoal_model::{ConfigId, FailureKind, JobId, Measurement, Message, Outcome, Params, SessionId};
+use shoal_model::{
+    Backend, ConfigId, FailureKind, JobId, Measurement, Message, NewConfig, NewSession, NewSolver,
+    Outcome, Params, SessionId,
+};
 
 fn params(pairs: &[(&str, &str)]) -> Params {
     let mut p = Params::new();
@@ -59,9 +62,17 @@ fn name(m: &Message) -> &'static str {
         },
         Message::Command(c) => match c.command {
             Command::LoadSpec { .. } => "command.load_spec",
+            Command::CreateSession { .. } => "command.create_session",
+            Command::ImportConfigs { .. } => "command.import_configs",
+            Command::UpdateSolvers { .. } => "command.update_solvers",
+            Command::LoadJobs { .. } => "command.load_jobs",
         },
         Message::CommandReply(r) => match r.result {
             Ok(CommandOutcome::SpecLoaded { .. }) => "command_reply.spec_loaded",
+            Ok(CommandOutcome::SessionReady { .. }) => "command_reply.session_ready",
+            Ok(CommandOutcome::ConfigsImported { .. }) => "command_reply.configs_imported",
+            Ok(CommandOutcome::SolversUpdated { .. }) => "command_reply.solvers_updated",
+            Ok(CommandOutcome::JobsLoaded { .. }) => "command_reply.jobs_loaded",
             Err(_) => "command_reply.error",
         },
     }
@@ -199,7 +210,77 @@ fn samples() -> Vec<Message> {
             id: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".into(),
             result: Err("gemm.toml: line 3: unknown key `shapez`".into()),
         }),
+        command(Command::CreateSession {
+            identity: NewSession {
+                reason: "nightly".into(),
+                arch: "gfx90a".into(),
+                num_cu: 110,
+                backend: Backend::Miopen,
+                spec: String::new(),
+                spec_path: String::new(),
+                library_version: "3.2.0".into(),
+                driver_version: "6.2.0".into(),
+                max_retries: 3,
+            },
+        }),
+        command(Command::ImportConfigs {
+            configs: vec![NewConfig {
+                kind: "conv".into(),
+                key: "conv -n 1 -c 3".into(),
+                params: params(&[("n", "1"), ("c", "3")]),
+                tags: vec!["resnet50".into()],
+            }],
+        }),
+        command(Command::UpdateSolvers {
+            solvers: vec![NewSolver {
+                name: "ConvAsm1x1U".into(),
+                tunable: true,
+            }],
+        }),
+        command(Command::LoadJobs {
+            session: Some(session),
+            tag: "resnet50".into(),
+            fin_steps: vec!["miopen_perf_compile".into(), "miopen_perf_eval".into()],
+            solvers: vec![],
+            only_applicable: true,
+            reason: "nightly".into(),
+        }),
+        reply(CommandOutcome::SessionReady {
+            session,
+            existed: true,
+        }),
+        reply(CommandOutcome::ConfigsImported {
+            created: 499,
+            present: 1,
+        }),
+        reply(CommandOutcome::SolversUpdated {
+            solvers: 76,
+            tunable: 40,
+            created: 76,
+        }),
+        reply(CommandOutcome::JobsLoaded {
+            session,
+            configs: 10,
+            candidates: 120,
+            created: 120,
+            not_applicable_skipped: 8,
+        }),
     ]
+}
+
+fn command(command: Command) -> Message {
+    Message::Command(CommandRequest {
+        id: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".into(),
+        reply_to: "shoal.reply.0a1b2c3d".into(),
+        command,
+    })
+}
+
+fn reply(outcome: CommandOutcome) -> Message {
+    Message::CommandReply(CommandReply {
+        id: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".into(),
+        result: Ok(outcome),
+    })
 }
 
 fn golden_path() -> PathBuf {

@@ -53,8 +53,8 @@ pub async fn solvers_update(
     db: &Path,
     fin_flag: Option<std::path::PathBuf>,
     builtin: bool,
+    cluster: bool,
 ) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(db).await?;
     let solvers: Vec<NewSolver> = if builtin {
         shoal_miopen::solvers::all()
             .iter()
@@ -81,15 +81,29 @@ pub async fn solvers_update(
             })
             .collect()
     };
-    let before = store.solvers().await?.len();
-    let stored = store.upsert_solvers(&solvers).await?;
-    let after = store.solvers().await?.len();
-    println!(
-        "{} solvers ({} tunable), {} new",
-        stored.len(),
-        stored.iter().filter(|s| s.tunable).count(),
-        after - before
-    );
+    let (count, tunable, created) = if cluster {
+        let bus = crate::connect::bus_from_env().await?;
+        let command = shoal_model::command::Command::UpdateSolvers { solvers };
+        match crate::commands::send(&*bus, command, crate::commands::WAIT).await? {
+            shoal_model::command::CommandOutcome::SolversUpdated {
+                solvers,
+                tunable,
+                created,
+            } => (solvers as usize, tunable as usize, created as usize),
+            other => anyhow::bail!("the Scheduler answered {other:?} to solvers update"),
+        }
+    } else {
+        let store = open_migrated(db).await?;
+        let before = store.solvers().await?.len();
+        let stored = store.upsert_solvers(&solvers).await?;
+        let after = store.solvers().await?.len();
+        (
+            stored.len(),
+            stored.iter().filter(|s| s.tunable).count(),
+            after - before,
+        )
+    };
+    println!("{count} solvers ({tunable} tunable), {created} new");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -60,8 +60,18 @@ pub fn new_config(c: &shoal_miopen::ConvConfig, tags: &[String]) -> NewConfig {
     }
 }
 
-/// Configs written per store call.
-const CHUNK: usize = 1000;
+/// Configs written per store call, or sent per command.
+const CHUNK: usize = shoal_model::command::MAX_CONFIGS_PER_COMMAND;
+
+/// Where imported configs go.
+#[derive(Clone, Copy)]
+pub enum ConfigSink<'a> {
+    /// Written to a store (the local one).
+    Store(&'a dyn Store),
+    /// Sent to the cluster's Scheduler, `ImportConfigs` commands of at most [`CHUNK`] configs,
+    /// each applied on its own: a file of any size goes in bounded messages.
+    Cluster(&'a dyn shoal_bus::Bus),
+}
 
 /// How `import` treats lines that cannot be parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,7 +84,7 @@ pub enum BadLines {
 
 /// Reads a file of driver lines, streaming, and imports its convolutions with `tags`.
 pub async fn import(
-    store: &dyn Store,
+    sink: ConfigSink<'_>,
     file: &Path,
     tags: &[String],
     bad_lines: BadLines,
@@ -114,7 +124,7 @@ pub async fn import(
                 summary.expanded += usize::from(expanded);
                 chunk.extend(cs.iter().map(|c| new_config(c, tags)));
                 if chunk.len() >= CHUNK {
-                    write_chunk(store, &mut chunk, &mut seen, &mut summary).await?;
+                    write_chunk(sink, &mut chunk, &mut seen, &mut summary).await?;
                 }
             }
             Err(e) => {
@@ -124,7 +134,7 @@ pub async fn import(
             }
         }
     }
-    write_chunk(store, &mut chunk, &mut seen, &mut summary).await?;
+    write_chunk(sink, &mut chunk, &mut seen, &mut summary).await?;
     Ok((summary, ExitCode::SUCCESS))
 }
 
@@ -147,7 +157,7 @@ fn first_bad_line(file: &Path) -> anyhow::Result<Option<String>> {
 
 /// Writes a chunk of configs and counts them as imported or already present.
 async fn write_chunk(
-    store: &dyn Store,
+    sink: ConfigSink<'_>,
     chunk: &mut Vec<NewConfig>,
     seen: &mut std::collections::HashSet<u64>,
     summary: &mut ImportSummary,
@@ -156,13 +166,38 @@ async fn write_chunk(
     if chunk.is_empty() {
         return Ok(());
     }
-    for (created, c) in store.upsert_configs(chunk).await?.iter().zip(chunk.iter()) {
+    let hash = |c: &NewConfig| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         c.key.hash(&mut h);
-        if created.1 && seen.insert(h.finish()) {
-            summary.imported += 1;
-        } else {
-            summary.already_present += 1;
+        h.finish()
+    };
+    match sink {
+        ConfigSink::Store(store) => {
+            for (created, c) in store.upsert_configs(chunk).await?.iter().zip(chunk.iter()) {
+                if created.1 && seen.insert(hash(c)) {
+                    summary.imported += 1;
+                } else {
+                    summary.already_present += 1;
+                }
+            }
+        }
+        ConfigSink::Cluster(bus) => {
+            // A key met before in this file is present: the command that carried it made it.
+            let before = chunk.len();
+            chunk.retain(|c| seen.insert(hash(c)));
+            summary.already_present += before - chunk.len();
+            if !chunk.is_empty() {
+                let command = shoal_model::command::Command::ImportConfigs {
+                    configs: std::mem::take(chunk),
+                };
+                match crate::commands::send(bus, command, crate::commands::WAIT).await? {
+                    shoal_model::command::CommandOutcome::ConfigsImported { created, present } => {
+                        summary.imported += created as usize;
+                        summary.already_present += present as usize;
+                    }
+                    other => anyhow::bail!("the Scheduler answered {other:?} to import-configs"),
+                }
+            }
         }
     }
     chunk.clear();

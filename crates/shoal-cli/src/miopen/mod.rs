@@ -5,7 +5,6 @@ pub mod export;
 pub mod fin_steps;
 pub mod golden;
 pub mod import;
-pub mod jobs;
 pub mod merge;
 pub mod session;
 
@@ -14,6 +13,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+
+use shoal_model::command::{Command, CommandOutcome};
+use shoal_model::SessionId;
 
 use crate::store_open::{open_existing, open_migrated, session_or_newest};
 
@@ -37,6 +39,10 @@ pub struct ImportArgs {
     /// pass it).
     #[arg(long, hide = true)]
     pub skip_bad: bool,
+    /// Cluster mode: send the configs to the cluster's Scheduler (commands on the broker,
+    /// SHOAL_BROKER, at most 500 configs each), instead of writing the --db store.
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -63,6 +69,10 @@ pub enum SolversCommand {
         /// Use the built-in solver table instead of asking fin.
         #[arg(long)]
         builtin: bool,
+        /// Cluster mode: ask the cluster's Scheduler to do it (a command on the broker,
+        /// SHOAL_BROKER), instead of writing the --db store.
+        #[arg(long)]
+        cluster: bool,
     },
 }
 
@@ -89,6 +99,10 @@ pub enum SessionCommand {
         /// Infrastructure failures a job survives before it is marked errored.
         #[arg(long, default_value_t = 3)]
         max_retries: u32,
+        /// Cluster mode: ask the cluster's Scheduler to do it (a command on the broker,
+        /// SHOAL_BROKER), instead of writing the --db store.
+        #[arg(long)]
+        cluster: bool,
     },
 }
 
@@ -136,6 +150,10 @@ pub enum JobsCommand {
         /// Why these jobs are loaded.
         #[arg(short = 'l', long, default_value = "")]
         reason: String,
+        /// Cluster mode: ask the cluster's Scheduler to do it (a command on the broker,
+        /// SHOAL_BROKER), instead of writing the --db store.
+        #[arg(long)]
+        cluster: bool,
     },
 }
 
@@ -161,7 +179,6 @@ pub fn fin_path(flag: Option<PathBuf>) -> PathBuf {
 }
 
 pub async fn import_configs(args: ImportArgs, db: &Path) -> anyhow::Result<ExitCode> {
-    let store = open_migrated(db).await?;
     let mut tags = vec![args.tag.clone()];
     if args.mark_recurrent {
         tags.push("recurrent".into());
@@ -171,7 +188,25 @@ pub async fn import_configs(args: ImportArgs, db: &Path) -> anyhow::Result<ExitC
     } else {
         import::BadLines::Skip
     };
-    let (summary, code) = import::import(&*store, &args.file, &tags, bad_lines).await?;
+    let (summary, code) = if args.cluster {
+        let bus = crate::connect::bus_from_env().await?;
+        import::import(
+            import::ConfigSink::Cluster(&*bus),
+            &args.file,
+            &tags,
+            bad_lines,
+        )
+        .await?
+    } else {
+        let store = open_migrated(db).await?;
+        import::import(
+            import::ConfigSink::Store(&*store),
+            &args.file,
+            &tags,
+            bad_lines,
+        )
+        .await?
+    };
     println!("{}: {summary}", args.file.display());
     Ok(code)
 }
@@ -210,6 +245,7 @@ pub async fn session(cmd: SessionCommand, db: &Path) -> anyhow::Result<ExitCode>
         miopen_version,
         reason,
         max_retries,
+        cluster,
     } = cmd;
     let init = session::SessionInit {
         arch,
@@ -220,18 +256,29 @@ pub async fn session(cmd: SessionCommand, db: &Path) -> anyhow::Result<ExitCode>
         max_retries,
     };
     let identity = session::identity(&init, Path::new("/"))?;
-    let store = open_migrated(db).await?;
-    let (s, existed) = session::init(&*store, &identity).await?;
+    let (id, existed) = if cluster {
+        let bus = crate::connect::bus_from_env().await?;
+        let command = Command::CreateSession {
+            identity: identity.clone(),
+        };
+        match crate::commands::send(&*bus, command, crate::commands::WAIT).await? {
+            CommandOutcome::SessionReady { session, existed } => (session, existed),
+            other => anyhow::bail!("the Scheduler answered {other:?} to session init"),
+        }
+    } else {
+        let store = open_migrated(db).await?;
+        let (s, existed) = session::init(&*store, &identity).await?;
+        (s.id, existed)
+    };
     eprintln!(
-        "{} session {}: {} with {} CUs, ROCm {}, MIOpen {}",
+        "{} session {id}: {} with {} CUs, ROCm {}, MIOpen {}",
         if existed { "existing" } else { "new" },
-        s.id,
-        s.info.arch,
-        s.info.num_cu,
-        s.info.driver_version,
-        s.info.library_version
+        identity.arch,
+        identity.num_cu,
+        identity.driver_version,
+        identity.library_version
     );
-    println!("{}", s.id);
+    println!("{id}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -244,31 +291,58 @@ pub async fn jobs(cmd: JobsCommand, db: &Path) -> anyhow::Result<ExitCode> {
         all,
         only_applicable: _,
         reason,
+        cluster,
     } = cmd;
-    let store = open_existing(db).await?;
-    let session = session_or_newest(&*store, session).await?.id;
-    let loaded = jobs::load(
-        &*store,
-        &jobs::JobsLoad {
+    let (session, configs, candidates, created, skipped) = if cluster {
+        let bus = crate::connect::bus_from_env().await?;
+        let command = Command::LoadJobs {
+            session: session.map(SessionId),
+            tag,
+            fin_steps,
+            solvers,
+            only_applicable: !all,
+            reason,
+        };
+        match crate::commands::send(&*bus, command, crate::commands::WAIT).await? {
+            CommandOutcome::JobsLoaded {
+                session,
+                configs,
+                candidates,
+                created,
+                not_applicable_skipped,
+            } => (
+                session,
+                configs,
+                candidates,
+                created,
+                not_applicable_skipped,
+            ),
+            other => anyhow::bail!("the Scheduler answered {other:?} to jobs load"),
+        }
+    } else {
+        let store = open_existing(db).await?;
+        let session = session_or_newest(&*store, session).await?.id;
+        let req = shoal_actors::load_jobs::JobsLoad {
             session,
             tag,
             fin_steps,
             solvers,
             only_applicable: !all,
             reason,
-        },
-    )
-    .await?;
+        };
+        let loaded = shoal_actors::load_jobs::load(&*store, &req).await?;
+        (
+            session,
+            loaded.configs as u64,
+            loaded.candidates as u64,
+            loaded.created,
+            loaded.not_applicable_skipped as u64,
+        )
+    };
     println!(
-        "session {session}: {} configs, {} (config, solver) jobs, {} new{}",
-        loaded.configs,
-        loaded.candidates,
-        loaded.created,
-        if loaded.not_applicable_skipped > 0 {
-            format!(
-                ", {} pairs skipped as not applicable",
-                loaded.not_applicable_skipped
-            )
+        "session {session}: {configs} configs, {candidates} (config, solver) jobs, {created} new{}",
+        if skipped > 0 {
+            format!(", {skipped} pairs skipped as not applicable")
         } else {
             String::new()
         }

@@ -2,15 +2,30 @@
 //! perf steps (`miopen_perf_compile,miopen_perf_eval`: tunable solvers, their perf configs
 //! searched) or the find steps (`miopen_find_compile,miopen_find_eval`: every applicable solver,
 //! tunable or not — GEMM, naive, direct, Winograd — timed as Find would). Loading is idempotent:
-//! jobs that exist are left as they are.
+//! jobs that exist are left as they are. The CLI calls it on a local store; in cluster mode the
+//! Scheduler calls it for a `LoadJobs` command ([`crate::commands`]).
 
 use std::collections::HashSet;
 
-use anyhow::{bail, Context};
 use shoal_backend::miopen;
 use shoal_miopen::ConvConfig;
 use shoal_model::{NewJob, Params, SessionId, Solver, Step};
-use shoal_store::Store;
+use shoal_store::{Store, StoreError};
+
+/// Why jobs were not loaded: the request itself (told to the operator as it is), or the store.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadJobsError {
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err(LoadJobsError::Refused(format!($($arg)*)))
+    };
+}
 
 pub struct JobsLoad {
     pub session: SessionId,
@@ -29,11 +44,10 @@ pub struct Loaded {
     pub not_applicable_skipped: usize,
 }
 
-pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
-    let session = store
-        .session(req.session)
-        .await?
-        .with_context(|| format!("session {} is not in the store", req.session))?;
+pub async fn load(store: &dyn Store, req: &JobsLoad) -> Result<Loaded, LoadJobsError> {
+    let Some(session) = store.session(req.session).await? else {
+        bail!("session {} is not in the store", req.session);
+    };
     if session.info.backend != shoal_model::Backend::Miopen {
         bail!(
             "session {} is a `{}` session; `jobs load` loads MIOpen jobs",
@@ -54,9 +68,9 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
     } else {
         let mut out = Vec::new();
         for name in &req.solvers {
-            let s = known.iter().find(|s| &s.name == name).with_context(|| {
-                format!("--solvers: unknown solver `{name}` (see `shoal solvers update`)")
-            })?;
+            let Some(s) = known.iter().find(|s| &s.name == name) else {
+                bail!("--solvers: unknown solver `{name}` (see `shoal solvers update`)");
+            };
             out.push(s.clone());
         }
         out
@@ -71,8 +85,10 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
     let mut jobs = Vec::new();
     let mut skipped = 0;
     for config in &configs {
-        let conv = ConvConfig::from_params(&config.params)
-            .map_err(|e| anyhow::anyhow!("config {}: {e}", config.id))?;
+        let conv = match ConvConfig::from_params(&config.params) {
+            Ok(conv) => conv,
+            Err(e) => bail!("config {}: {e}", config.id),
+        };
         let applicable: Option<HashSet<_>> = if req.only_applicable {
             Some(
                 store
@@ -124,7 +140,7 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> anyhow::Result<Loaded> {
 }
 
 /// The (compile, eval) steps named by `--fin-steps`: the perf pair or the find pair.
-fn steps_of(fin_steps: &[String]) -> anyhow::Result<(Step, Step)> {
+fn steps_of(fin_steps: &[String]) -> Result<(Step, Step), LoadJobsError> {
     let steps: Vec<&str> = fin_steps.iter().map(|s| s.as_str()).collect();
     Ok(match steps[..] {
         ["miopen_perf_compile", "miopen_perf_eval"] => {
