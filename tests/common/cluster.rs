@@ -183,10 +183,11 @@ impl Drop for Cluster {
         ));
         let ns = self.namespace.clone();
         let amqp = self.amqp.clone();
-        // The workers declared the queues of the CPU's kind (the only device of these tests):
-        // remove them with the namespace, or every run leaves its queues on the shared broker.
+        // The workers declared the queues of the device kinds of these tests, the CPU's and the
+        // fake gfx90a of the MIOpen test: remove them with the namespace, or every run leaves
+        // its queues on the shared broker.
         let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
-        let kinds = [(cpu.arch, cpu.num_cu)];
+        let kinds = [(cpu.arch, cpu.num_cu), ("gfx90a".to_string(), 110)];
         let _ = rt.block_on(async move {
             let ns = shoal_model::queue::Namespace::new(&ns).unwrap();
             let bus = shoal_bus::amqp::RabbitBus::connect(&amqp, ns).await?;

@@ -1,0 +1,161 @@
+//! The MIOpen workflow in cluster mode, driven by commands: `import-configs`, `solvers update`,
+//! `session init` and `jobs load` with `--cluster` publish commands that the Scheduler applies
+//! (the CLI writes nothing to the database), and the compile and eval workers then tune the
+//! jobs through the stand-in `fin` (a test double built from recorded fin fixtures; the real fin
+//! needs ROCm and an AMD GPU) on a fake gfx90a.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use shoal_model::{JobState, SessionId};
+use shoal_store::Store;
+
+/// The stand-in fin, built beside the shoal binary by `cargo test --workspace`.
+fn standin_fin() -> PathBuf {
+    let fin = PathBuf::from(env!("CARGO_BIN_EXE_shoal")).with_file_name("fin");
+    assert!(
+        fin.exists(),
+        "{} is missing: build the stand-in with `cargo build -p shoal-fin-standin` (scripts/test does)",
+        fin.display()
+    );
+    fin
+}
+
+/// `shoal <args> --cluster` as an operator runs it: the cluster's settings, no --db.
+fn operator(cluster: &Cluster, dir: &Path, args: &[&str]) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    cmd.current_dir(dir).env("RUST_LOG", "warn").args(args);
+    cluster.env(&mut cmd);
+    String::from_utf8(common::run_ok(&mut cmd).stdout).unwrap()
+}
+
+#[test]
+fn a_miopen_session_loaded_by_commands_is_tuned_by_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut cluster = Cluster::new("mi", d);
+    let fin = format!("SHOAL_FIN={}", standin_fin().display());
+    cluster.start_worker("scheduler", &[], &["--role", "scheduler"]);
+    cluster.start_worker(
+        "compile",
+        &["env", &fin],
+        &["--role", "compile", "--arch", "gfx90a", "-j", "2"],
+    );
+    cluster.start_worker(
+        "eval",
+        &["env", &fin, "SHOAL_TEST_FAKE_GPU=gfx90a:110"],
+        &["--role", "eval"],
+    );
+    // One 1x1 and two 3x3 forward convolutions of resnet50.
+    let configs = d.join("configs.txt");
+    std::fs::write(
+        &configs,
+        "./bin/MIOpenDriver conv -n 32 -c 64 -H 56 -W 56 -k 256 -y 1 -x 1 -p 0 -q 0 -u 1 -v 1 -l 1 -j 1 -m conv -g 1 -F 1 -t 1\n\
+         ./bin/MIOpenDriver conv -n 32 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 1 -j 1 -m conv -g 1 -F 1 -t 1\n\
+         ./bin/MIOpenDriver conv -n 32 -c 128 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 1 -j 1 -m conv -g 1 -F 1 -t 1\n\
+         not a driver line\n",
+    )
+    .unwrap();
+    let configs = configs.to_str().unwrap();
+    let imported = operator(
+        &cluster,
+        d,
+        &["import-configs", "-t", "net", "-f", configs, "--cluster"],
+    );
+    assert!(
+        imported.contains("configs imported 3") && imported.contains("rejected 1"),
+        "{imported}"
+    );
+    let again = operator(
+        &cluster,
+        d,
+        &["import-configs", "-t", "net", "-f", configs, "--cluster"],
+    );
+    assert!(
+        again.contains("configs imported 0, already present 3"),
+        "{again}"
+    );
+    let solvers = operator(
+        &cluster,
+        d,
+        &["solvers", "update", "--builtin", "--cluster"],
+    );
+    assert!(solvers.contains("tunable"), "{solvers}");
+    let init = [
+        "session",
+        "init",
+        "--arch",
+        "gfx90a",
+        "--num-cu",
+        "110",
+        "--rocm-version",
+        "6.2.0",
+        "--miopen-version",
+        "3.2.0",
+        "-l",
+        "e2e",
+        "--cluster",
+    ];
+    assert_eq!(operator(&cluster, d, &init).trim(), "1");
+    assert_eq!(
+        operator(&cluster, d, &init).trim(),
+        "1",
+        "the same identity"
+    );
+    let loaded = operator(
+        &cluster,
+        d,
+        &[
+            "jobs",
+            "load",
+            "-t",
+            "net",
+            "--all",
+            "--solvers",
+            "ConvAsm1x1U,ConvAsm3x3U",
+            "-l",
+            "e2e",
+            "--cluster",
+        ],
+    );
+    assert!(
+        loaded.contains("session 1: 3 configs, 6 (config, solver) jobs, 6 new"),
+        "{loaded}"
+    );
+
+    // The workers tune them: every job ends, and each config has a solver that worked.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = rt
+        .block_on(shoal_store::mysql::MysqlStore::connect(&cluster.db_url()))
+        .unwrap();
+    let t0 = Instant::now();
+    let results = loop {
+        let results = rt.block_on(store.final_results(SessionId(1))).unwrap();
+        if results.len() == 6 && results.iter().all(|r| r.state.is_terminal()) {
+            break results;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "not done: {:?}\nscheduler:\n{}\ncompile:\n{}\neval:\n{}",
+            results.iter().map(|r| r.state).collect::<Vec<_>>(),
+            cluster.log("scheduler"),
+            cluster.log("compile"),
+            cluster.log("eval")
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let evaluated: std::collections::BTreeSet<_> = results
+        .iter()
+        .filter(|r| r.state == JobState::Evaluated)
+        .map(|r| r.config)
+        .collect();
+    assert_eq!(evaluated.len(), 3, "{results:#?}");
+    cluster.stop_workers(Duration::from_secs(20));
+}
