@@ -389,11 +389,15 @@ fn actors_restart_on_an_operators_order(cluster: &Cluster) {
 /// code. Each is dead-lettered with its reason, nothing is built (no file appears), and the
 /// workers go on (the drain that follows needs every one of them alive).
 fn hostile_messages_are_dead_lettered(cluster: &Cluster, dir: &Path) {
-    const WANT: [&str; 4] = [
+    const WANT: [&str; 7] = [
         "unknown wire version 104",
         "unknown wire version 1 ",
         "bad signature",
         "compile request refused",
+        // And on the commands queue: bytes, a forger's command, a key holder's misdirected one.
+        ".commands: unknown wire version 104",
+        ".commands: bad signature",
+        "is not a reply queue of namespace",
     ];
     use shoal_bus::Bus;
     use shoal_model::message::{CompileRequest, JobRef};
@@ -450,6 +454,30 @@ fn hostile_messages_are_dead_lettered(cluster: &Cluster, dir: &Path) {
                 bomb,
                 stranger.encode(&request(Params::new())),
                 codec.encode(&request(evil)),
+            ],
+        )
+        .await
+        .unwrap();
+        let load = |reply_to: String| {
+            Message::Command(shoal_model::command::CommandRequest {
+                id: "forged1".into(),
+                reply_to,
+                command: shoal_model::command::Command::LoadSpec {
+                    spec_text: "name = \"forged\"".into(),
+                    spec_path: "/tmp/forged.toml".into(),
+                    arch: "x86_64".into(),
+                    num_cu: 1,
+                    reason: "forged".into(),
+                    max_retries: 0,
+                },
+            })
+        };
+        bus.publish(
+            &ns.commands_queue(),
+            vec![
+                b"hello".to_vec(),
+                stranger.encode(&load(ns.reply_queue("x"))),
+                codec.encode(&load(ns.results_queue())),
             ],
         )
         .await

@@ -11,7 +11,8 @@
 //! - forged replies about jobs read off the store (an `Evaluated` with a negative time and one
 //!   with a plausible time, a `Compiled` build failure, a `Started` and a `HandedBack`), a
 //!   compile request whose parameter is C code that would create `--marker`, an eval request,
-//!   and control orders (export to `--export-to`, drain, restart) — each signed with a random
+//!   control orders (export to `--export-to`, drain, restart), and a command that would create
+//!   a session (`<ns>.commands`, whose garbage it also gets) — each signed with a random
 //!   key that is not the deployment's, unsigned in the version-1 form, and with a zero tag;
 //! - with `--signed`, as a holder of the key gone wrong (`SHOAL_HMAC_KEY_FILE`): the values no
 //!   honest worker sends (a negative time, C code as a parameter, an export outside the
@@ -267,6 +268,7 @@ struct Queues {
     results: String,
     compile: String,
     eval: String,
+    commands: String,
 }
 
 pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
@@ -281,6 +283,7 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
         results: ns.results_queue(),
         compile: ns.compile_queue(Step::CommandBuild, &t.arch),
         eval: ns.eval_queue(Step::CommandRun, &t.arch, t.num_cu),
+        commands: ns.commands_queue(),
     };
     let stranger = shoal_bus::random_codec();
 
@@ -314,7 +317,12 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
 /// message at all, which a consumer must drop without stopping.
 fn garbage(queues: &Queues, per_queue: usize) -> anyhow::Result<Vec<Outgoing>> {
     let mut out = Vec::new();
-    for q in [&queues.results, &queues.compile, &queues.eval] {
+    for q in [
+        &queues.results,
+        &queues.compile,
+        &queues.eval,
+        &queues.commands,
+    ] {
         for _ in 0..per_queue {
             let len = 1 + random_bytes(1)?[0] as usize;
             out.push((To::Queue(q.clone()), "garbage", random_bytes(len)?));
@@ -376,6 +384,29 @@ fn forged(t: &Targets, queues: &Queues, args: &HostileArgs) -> Vec<(To, Message)
             Message::Control(Control::Export {
                 session: t.session,
                 out_dir: args.export_to.clone(),
+            }),
+        ),
+        (
+            To::Queue(queues.commands.clone()),
+            Message::Command(shoal_model::command::CommandRequest {
+                id: "hostile".into(),
+                reply_to: format!(
+                    "{}.reply.hostile",
+                    queues.commands.trim_end_matches(".commands")
+                ),
+                command: shoal_model::command::Command::CreateSession {
+                    identity: shoal_model::NewSession {
+                        reason: FORGED_DETAIL.into(),
+                        arch: t.arch.clone(),
+                        num_cu: t.num_cu,
+                        backend: shoal_model::Backend::Command,
+                        spec: String::new(),
+                        spec_path: String::new(),
+                        library_version: String::new(),
+                        driver_version: String::new(),
+                        max_retries: 0,
+                    },
+                },
             }),
         ),
         (To::Control(Actor::Worker), Message::Control(Control::Drain)),
