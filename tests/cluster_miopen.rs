@@ -25,11 +25,13 @@ fn standin_fin() -> PathBuf {
     fin
 }
 
-/// `shoal <args> --cluster` as an operator runs it: the cluster's settings, no --db.
+/// `shoal <args> --cluster` as an operator runs it, with the broker's settings and the signing
+/// key only: no database URL at all, so a command that tried to write (or read) the store
+/// would fail.
 fn operator(cluster: &Cluster, dir: &Path, args: &[&str]) -> String {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
     cmd.current_dir(dir).env("RUST_LOG", "warn").args(args);
-    cluster.env(&mut cmd);
+    cluster.env(&mut cmd).env_remove("SHOAL_DB");
     String::from_utf8(common::run_ok(&mut cmd).stdout).unwrap()
 }
 
