@@ -280,10 +280,11 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
     }
 }
 
-/// A budgeted search over a recorded space, run by the same processes: the Scheduler proposes
-/// the forest's batches as slots free up, the compile and eval workers answer from the
-/// recording (loaded from the store, as any worker of the fleet would), and exactly the budget
-/// is tried, the rest skipped, with the recorded failures among what was tried counted as such.
+/// A budgeted search over a recorded space, run by the same processes and asked for by an
+/// operator with no database access: the Scheduler loads it and proposes the forest's batches
+/// as slots free up, the compile and eval workers answer from the recording (loaded from the
+/// store, as any worker of the fleet would), and exactly the budget is tried, the rest skipped,
+/// with the recorded failures among what was tried counted as such.
 fn a_searched_replay_in_the_cluster(cluster: &Cluster, dir: &Path) {
     let replay = dir.join("replay");
     std::fs::create_dir_all(&replay).unwrap();
@@ -302,8 +303,19 @@ fn a_searched_replay_in_the_cluster(cluster: &Cluster, dir: &Path) {
         "out",
         "spec.toml",
     ]);
-    cluster.env(&mut cmd);
-    common::run_ok(&mut cmd);
+    // The operator holds the broker's settings and the key, no database: the Scheduler loads the
+    // spec, and its progress reports say when the search is over.
+    cluster.env(&mut cmd).env_remove("SHOAL_DB");
+    let out = common::run_ok(&mut cmd);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(stdout.contains("session 2 tuned"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("session 2: 119/119 candidates done"),
+        "{stderr}"
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -377,9 +377,10 @@ shoal_role_broker_perms() {
     local sub='amq\.gen-.*'
     case $1 in
     scheduler)
-        # Also consumes operators' commands, and answers on their reply queues (amq.default).
+        # Also consumes operators' commands, answers on their reply queues (amq.default), and
+        # reports sessions' progress on <ns>.events.
         c="$topo|$n\\.results|$n\\.commands|$n\\.compile\\..+|$n\\.eval\\..+|$sub"
-        w="amq\\.default|$n\\.dlx|$n\\.dead|$sub"
+        w="amq\\.default|$n\\.dlx|$n\\.dead|$n\\.events|$sub"
         r="$n\\.results|$n\\.commands|$n\\.compile\\..+|$n\\.eval\\..+|$n\\.dlx|$n\\.control|$sub"
         ;;
     compile)
@@ -405,10 +406,11 @@ shoal_role_broker_perms() {
         # declare and consume its own reply queue <ns>.reply.<random> (with a dead-letter
         # exchange: write on <ns>.dlx); it declares <ns>.commands too (which exists: that needs
         # configure only), so that a command waits there while no Scheduler runs. It may not
-        # consume the commands queue or any work.
-        c="$topo|$n\\.commands|$n\\.reply\\..+"
-        w="amq\\.default|$n\\.dead|$n\\.dlx|$n\\.control"
-        r="$n\\.dlx|$n\\.reply\\..+"
+        # consume the commands queue or any work. It follows progress reports on <ns>.events
+        # (a subscription: its own server-named queue).
+        c="$topo|$n\\.commands|$n\\.reply\\..+|$sub"
+        w="amq\\.default|$n\\.dead|$n\\.dlx|$n\\.control|$sub"
+        r="$n\\.dlx|$n\\.reply\\..+|$n\\.events|$sub"
         ;;
     *) return 1 ;;
     esac

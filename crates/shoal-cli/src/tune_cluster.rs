@@ -2,6 +2,10 @@
 //! cluster's Scheduler on this process's command (`LoadSpec`, see `crate::commands`): this
 //! process writes nothing to the store. The running workers do the work, and this process
 //! watches the store and exports, which only reads it.
+//!
+//! With no database configured (an operator's machine with the cli broker identity only), it
+//! follows the Scheduler's progress reports on the events topic instead, and leaves the export
+//! to the exporter role (`shoal export --cluster`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +22,14 @@ use crate::args::TuneArgs;
 
 pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow::Result<ExitCode> {
     let bus = crate::connect::bus_from_env().await?;
+    let reads_store = crate::connect::Settings::load(None)?.db.is_some();
+    // Subscribed before the command is sent, so that no report of the session is missed.
+    let reports = if reads_store {
+        None
+    } else {
+        let topic = bus.namespace().events_topic();
+        Some(bus.subscribe(&topic, "progress.*").await?)
+    };
     let mut device = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
     if let Some(arch) = &args.arch {
         device.arch = arch.clone();
@@ -52,6 +64,21 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
         device.arch,
         device.num_cu,
     );
+    if let Some(reports) = reports {
+        let interrupted = follow_reports(&*bus, reports, session, jobs_total, stop).await?;
+        if interrupted {
+            eprintln!(
+                "stopped following; the workers go on. Run the same command again to follow them."
+            );
+            return Ok(ExitCode::from(130));
+        }
+        println!(
+            "session {session} tuned. No database is configured here: the exporter role writes the table, \
+             `shoal export --cluster --session {session} -o {}`",
+            spec.name
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let store = crate::connect::store_from_env().await?;
     let interrupted = crate::run::watch_progress(&*store, session, stop).await?;
     let backends = SessionBackends::new(crate::host::fin_path(None));
@@ -76,4 +103,59 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long without a report of the session before it is taken as having no open work: the
+/// Scheduler reports a session with open work every 2 s, so three periods of silence mean
+/// there is none (it finished before this command, with nothing to report since).
+const QUIET: Duration = Duration::from_secs(6);
+
+/// Prints the Scheduler's progress reports of `session` until it is done (`Ok(false)`), or
+/// until `stop` (`Ok(true)`). A report that counts fewer than the `jobs` the command loaded was
+/// read while they were being loaded, and does not end anything.
+async fn follow_reports(
+    bus: &dyn shoal_bus::Bus,
+    mut reports: Box<dyn shoal_bus::Consumer>,
+    session: shoal_model::SessionId,
+    jobs: u64,
+    mut stop: Signal,
+) -> anyhow::Result<bool> {
+    use shoal_model::message::Event;
+    use shoal_model::Message;
+    let mut last = None;
+    loop {
+        let next = tokio::select! {
+            _ = stop.triggered() => return Ok(true),
+            next = tokio::time::timeout(QUIET, reports.next()) => next,
+        };
+        let Ok(next) = next else {
+            eprintln!(
+                "session {session}: no progress reported for {}s: it has no open work",
+                QUIET.as_secs()
+            );
+            return Ok(false);
+        };
+        let Some(delivery) = next else {
+            anyhow::bail!("the events subscription closed");
+        };
+        let delivery = delivery?;
+        let Ok(Message::Event(Event::Progress {
+            session: s,
+            done,
+            total,
+        })) = bus.codec().decode(&delivery.payload)
+        else {
+            continue;
+        };
+        if s != session {
+            continue;
+        }
+        if last != Some((done, total)) {
+            eprintln!("session {session}: {done}/{total} candidates done");
+            last = Some((done, total));
+        }
+        if total >= jobs && done >= total {
+            return Ok(false);
+        }
+    }
 }

@@ -26,6 +26,7 @@ mod apply;
 mod dispatch;
 mod eval_room;
 pub mod plan;
+mod progress;
 mod search;
 mod send;
 pub mod shape;
@@ -417,6 +418,7 @@ struct DispatchPace {
     last_sweep: i64,
     sessions: Vec<SessionId>,
     last_refresh: Option<i64>,
+    progress: progress::ProgressReports,
 }
 
 impl DispatchPace {
@@ -428,6 +430,7 @@ impl DispatchPace {
             last_sweep: 0,
             sessions: inner.config.sessions.clone(),
             last_refresh: None,
+            progress: progress::ProgressReports::default(),
         }
     }
 
@@ -437,7 +440,13 @@ impl DispatchPace {
         // Serving every session (the cluster Scheduler): find the ones with open work now and
         // then, so a session created after start-up is picked up within two seconds.
         if inner.config.sessions.is_empty() && self.last_refresh.is_none_or(|t| now - t > 2_000) {
-            self.sessions = inner.open_sessions().await?;
+            let counts = inner.session_counts().await?;
+            self.sessions = counts
+                .iter()
+                .filter(|(_, c)| c.done < c.total)
+                .map(|(s, _)| *s)
+                .collect();
+            self.progress.publish(&*inner.bus, &counts).await;
             self.last_refresh = Some(now);
         }
         let mut progressed = false;
@@ -488,16 +497,20 @@ impl Inner {
         Ok(*self.in_flight.borrow_mut().entry(session).or_insert(f))
     }
 
-    /// Sessions with at least one job that is not final.
-    async fn open_sessions(&self) -> Result<Vec<SessionId>, ActorError> {
-        let mut open = Vec::new();
+    /// Every session's jobs, done and all: those with a job that is not final have open work.
+    async fn session_counts(&self) -> Result<Vec<(SessionId, progress::Counts)>, ActorError> {
+        let mut out = Vec::new();
         for s in self.store.sessions().await? {
             let counts = self.store.state_counts(s.id).await?;
-            if counts.iter().any(|(st, n)| !st.is_terminal() && *n > 0) {
-                open.push(s.id);
-            }
+            let total = counts.values().sum();
+            let done = counts
+                .iter()
+                .filter(|(st, _)| st.is_terminal())
+                .map(|(_, n)| n)
+                .sum();
+            out.push((s.id, progress::Counts { done, total }));
         }
-        Ok(open)
+        Ok(out)
     }
 
     /// Declares a queue before the first publish to it, so requests wait in the queue for

@@ -1,0 +1,78 @@
+//! Progress reports: the cluster Scheduler publishes `Event::Progress` for its sessions on the
+//! events topic (routing key `progress.<session>`), so that an operator's `shoal tune --cluster`
+//! can follow a tuning with a broker identity alone, without reading the database.
+//!
+//! A session is reported on every refresh (every 2 s) while it has open work, and once more
+//! whenever its counts change, so its last report says it is done. A session whose counts never
+//! change after the Scheduler started (finished before) is reported once, at start.
+//! Reports are broadcasts: nobody has to hear them, and one lost changes nothing.
+
+use std::collections::HashMap;
+
+use shoal_bus::Bus;
+use shoal_model::message::Event;
+use shoal_model::{Message, SessionId};
+
+/// A session's jobs: those done (in a final state) and all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub done: u64,
+    pub total: u64,
+}
+
+/// What was last reported of each session.
+#[derive(Default)]
+pub(super) struct ProgressReports {
+    last: HashMap<SessionId, Counts>,
+}
+
+impl ProgressReports {
+    /// The sessions to report now: those with open work, and those whose counts changed.
+    pub(super) fn due(&mut self, counts: &[(SessionId, Counts)]) -> Vec<(SessionId, Counts)> {
+        let mut due = Vec::new();
+        for &(session, c) in counts {
+            let changed = self.last.insert(session, c) != Some(c);
+            if changed || c.done < c.total {
+                due.push((session, c));
+            }
+        }
+        due
+    }
+
+    /// Publishes the reports that are due; a failure is logged, never returned.
+    pub(super) async fn publish(&mut self, bus: &dyn Bus, counts: &[(SessionId, Counts)]) {
+        let topic = bus.namespace().events_topic();
+        for (session, c) in self.due(counts) {
+            let event = Message::Event(Event::Progress {
+                session,
+                done: c.done,
+                total: c.total,
+            });
+            let key = format!("progress.{session}");
+            if let Err(e) = bus
+                .publish_topic(&topic, &key, bus.codec().encode(&event))
+                .await
+            {
+                tracing::debug!(%session, error = %e, "progress not reported");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_sessions_every_time_finished_ones_when_they_change() {
+        let mut r = ProgressReports::default();
+        let (a, b) = (SessionId(1), SessionId(2));
+        let c = |done, total| Counts { done, total };
+        let first = [(a, c(1, 4)), (b, c(3, 3))];
+        assert_eq!(r.due(&first), first.to_vec(), "everything, at start");
+        assert_eq!(r.due(&first), vec![(a, c(1, 4))], "the open one again");
+        let later = [(a, c(4, 4)), (b, c(3, 3))];
+        assert_eq!(r.due(&later), vec![(a, c(4, 4))], "a's last report: done");
+        assert!(r.due(&later).is_empty(), "nothing open, nothing new");
+    }
+}
