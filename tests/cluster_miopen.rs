@@ -52,6 +52,18 @@ fn a_miopen_session_loaded_by_commands_is_tuned_by_the_workers() {
         &["env", &fin, "SHOAL_TEST_FAKE_GPU=gfx90a:110"],
         &["--role", "eval"],
     );
+    // (Started first: export orders are broadcasts, heard by the exporters listening then.)
+    let exports = d.join("exports");
+    cluster.start_worker(
+        "exporter",
+        &[],
+        &[
+            "--role",
+            "exporter",
+            "--export-dir",
+            exports.to_str().unwrap(),
+        ],
+    );
     // One 1x1 and two 3x3 forward convolutions of resnet50.
     let configs = d.join("configs.txt");
     std::fs::write(
@@ -159,5 +171,35 @@ fn a_miopen_session_loaded_by_commands_is_tuned_by_the_workers() {
         .map(|r| r.config)
         .collect();
     assert_eq!(evaluated.len(), 3, "{results:#?}");
+
+    // The exporter role writes MIOpen's databases for it, on an operator's order.
+    operator(
+        &cluster,
+        d,
+        &["export", "--session", "1", "--cluster", "-o", "nightly"],
+    );
+    let nightly = exports.join("nightly");
+    let files = [
+        "gfx90a6e.HIP.fdb.txt",
+        "gfx90a6e.db",
+        "gfx90a6e.db.txt",
+        "gfx90a6e.kdb",
+    ];
+    let t0 = Instant::now();
+    while !files.iter().all(|f| nightly.join(f).exists()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the exporter wrote {:?}:\n{}",
+            std::fs::read_dir(&nightly).map(|d| d.count()),
+            cluster.log("exporter")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let find_db = std::fs::read_to_string(nightly.join("gfx90a6e.HIP.fdb.txt")).unwrap();
+    assert_eq!(
+        find_db.lines().count(),
+        3,
+        "one line per config:\n{find_db}"
+    );
     cluster.stop_workers(Duration::from_secs(20));
 }

@@ -347,9 +347,10 @@ shoal_role_db_grants() {
             "SELECT, INSERT, UPDATE${t}worker"
         ;;
     exporter)
-        # session, final_results (job ⋈ config ⋈ solver ⟕ result).
+        # session, final_results (job ⋈ config ⋈ solver ⟕ result); a MIOpen session's kernel
+        # db from its jobs' artifacts.
         printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}config" "SELECT${t}solver" \
-            "SELECT${t}result" "SELECT, INSERT, UPDATE${t}worker"
+            "SELECT${t}result" "SELECT${t}artifact" "SELECT, INSERT, UPDATE${t}worker"
         ;;
     cli)
         # Reads only: in cluster mode what changes the schedule goes to the Scheduler as a

@@ -1,5 +1,6 @@
 //! The Exporter: builds a session's output files on request — the tuned table as CSV and JSON —
-//! and returns the rows so the caller can print them.
+//! and returns the rows so the caller can print them. On the control topic (the exporter role)
+//! it writes a MIOpen session's databases instead (`crate::miopen_export`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -177,7 +178,19 @@ pub async fn serve_requests(
                 }
             };
             // An operator re-exports under the same name to refresh it (the files are replaced
-            // whole, never half-written); the control message has no flag to ask.
+            // whole, never half-written); the control message has no flag to ask. A MIOpen
+            // session's outputs are MIOpen's databases.
+            let miopen = match store.session(session).await? {
+                Some(s) if s.info.backend == shoal_model::Backend::Miopen => Some(s),
+                _ => None,
+            };
+            if let Some(s) = miopen {
+                match crate::miopen_export::export_all(&*store, &s, &out_dir, true).await {
+                    Ok(files) => tracing::info!(%session, ?files, "exported"),
+                    Err(e) => tracing::error!(%session, error = %e, "export failed"),
+                }
+                continue;
+            }
             match export(&*store, &backends, session, &out_dir, true).await {
                 Ok(summary) => tracing::info!(%session, csv = %summary.csv.display(), "exported"),
                 Err(e) => tracing::error!(%session, error = %e, "export failed"),

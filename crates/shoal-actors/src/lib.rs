@@ -22,6 +22,7 @@ pub mod evaluator;
 pub mod exporter;
 pub mod load;
 pub mod load_jobs;
+pub mod miopen_export;
 pub mod monitor;
 pub mod presence;
 mod restart;
