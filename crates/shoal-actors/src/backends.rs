@@ -43,6 +43,11 @@ impl SessionBackends {
         }
     }
 
+    /// Where MIOpen's tuning handle is on this host.
+    pub fn fin(&self) -> &std::path::Path {
+        &self.fin
+    }
+
     /// How long the answers of replay sessions this process loads from the store take.
     pub fn with_replay_time(mut self, replay_time: ReplayTime) -> Self {
         self.replay_time = replay_time;

@@ -16,7 +16,7 @@
 //! A command published while no Scheduler runs waits in the durable queue, and is applied when
 //! one starts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use shoal_bus::{Bus, QueueOptions};
@@ -27,11 +27,21 @@ use shoal_store::Store;
 use crate::shutdown::Signal;
 use crate::ActorError;
 
+/// What applying commands needs of the Scheduler's host.
+#[derive(Clone, Debug)]
+pub struct HostTools {
+    /// MIOpen's tuning handle (`UpdateApplicability` asks it).
+    pub fin: PathBuf,
+    /// Where fin runs.
+    pub scratch: PathBuf,
+}
+
 /// Serves `<ns>.commands` until `stop`.
 pub async fn serve(
     store: Arc<dyn Store>,
     bus: Arc<dyn Bus>,
     delivery_limit: u32,
+    tools: HostTools,
     mut stop: Signal,
 ) -> Result<(), ActorError> {
     let queue = bus.namespace().commands_queue();
@@ -65,7 +75,7 @@ pub async fn serve(
             None => {
                 let reply = CommandReply {
                     id: req.id.clone(),
-                    result: apply(&*store, &req.command).await?,
+                    result: apply(&*store, &tools, &req.command).await?,
                 };
                 match &reply.result {
                     Ok(outcome) => {
@@ -94,6 +104,7 @@ pub async fn serve(
 /// loop fails and is restarted, and the request is delivered again once the store is back.
 async fn apply(
     store: &dyn Store,
+    tools: &HostTools,
     command: &Command,
 ) -> shoal_store::Result<Result<CommandOutcome, String>> {
     match command {
@@ -154,6 +165,33 @@ async fn apply(
                 created: after.saturating_sub(before),
             }))
         }
+        Command::UpdateApplicability { session, tag } => {
+            let session = match session {
+                Some(id) => *id,
+                None => match newest_session(store).await? {
+                    Some(id) => id,
+                    None => return Ok(Err("the cluster's store has no session".into())),
+                },
+            };
+            let updated = crate::load_jobs::update_applicability(
+                store,
+                session,
+                tag,
+                &tools.fin,
+                &tools.scratch,
+            )
+            .await;
+            match updated {
+                Ok(a) => Ok(Ok(CommandOutcome::ApplicabilityUpdated {
+                    session,
+                    configs: a.configs as u64,
+                    pairs: a.pairs as u64,
+                    applicable: a.applicable as u64,
+                })),
+                Err(crate::load_jobs::LoadJobsError::Refused(why)) => Ok(Err(why)),
+                Err(crate::load_jobs::LoadJobsError::Store(e)) => Err(e),
+            }
+        }
         Command::LoadJobs {
             session,
             tag,
@@ -164,7 +202,7 @@ async fn apply(
         } => {
             let session = match session {
                 Some(id) => *id,
-                None => match store.sessions().await?.iter().map(|s| s.id).max() {
+                None => match newest_session(store).await? {
                     Some(id) => id,
                     None => return Ok(Err("the cluster's store has no session".into())),
                 },
@@ -190,6 +228,11 @@ async fn apply(
             }
         }
     }
+}
+
+/// The newest session: what a command that names none works on, as `--session` means everywhere.
+async fn newest_session(store: &dyn Store) -> shoal_store::Result<Option<shoal_model::SessionId>> {
+    Ok(store.sessions().await?.iter().map(|s| s.id).max())
 }
 
 #[cfg(test)]

@@ -156,3 +156,120 @@ fn steps_of(fin_steps: &[String]) -> Result<(Step, Step), LoadJobsError> {
         ),
     })
 }
+
+/// Configs per fin call for `applicability`: fin takes a list of jobs and answers all of them.
+const APPLICABILITY_BATCH: usize = 64;
+
+/// What an applicability update recorded.
+pub struct Applicability {
+    pub configs: usize,
+    /// (config, solver) pairs asked about, and those applicable.
+    pub pairs: usize,
+    pub applicable: usize,
+}
+
+/// `shoal applicability update`: asks `fin` (run in `scratch`) which solvers apply to each
+/// config with `tag`, for `session`'s architecture, and records every (config, solver) pair.
+/// The CLI calls it on a local store; the Scheduler for an `UpdateApplicability` command, with
+/// the fin of its host.
+pub async fn update_applicability(
+    store: &dyn Store,
+    session: SessionId,
+    tag: &str,
+    fin: &std::path::Path,
+    scratch: &std::path::Path,
+) -> Result<Applicability, LoadJobsError> {
+    use shoal_miopen::fin::{self, FinJob};
+    let Some(info) = store.session(session).await? else {
+        bail!("session {session} is not in the store");
+    };
+    if info.info.backend != shoal_model::Backend::Miopen {
+        bail!("session {session} is not a MIOpen session");
+    }
+    let solvers = store.solvers().await?;
+    if solvers.is_empty() {
+        bail!("the store has no solvers: run `shoal solvers update` first");
+    }
+    let configs = store.configs_with_tag(tag).await?;
+    if configs.is_empty() {
+        bail!("no config carries the tag `{tag}`");
+    }
+    let (mut pairs, mut applicable) = (0usize, 0usize);
+    for chunk in configs.chunks(APPLICABILITY_BATCH) {
+        let mut jobs = Vec::with_capacity(chunk.len());
+        for c in chunk {
+            let conv = match ConvConfig::from_params(&c.params) {
+                Ok(conv) => conv,
+                Err(e) => bail!("config {}: {e}", c.id),
+            };
+            jobs.push(FinJob {
+                steps: vec!["applicability".into()],
+                arch: info.info.arch.clone(),
+                num_cu: info.info.num_cu,
+                config_id: c.id.0,
+                config: conv,
+                solvers: vec![],
+                dynamic_only: false,
+                perf_compile_result: None,
+                find_compile_result: None,
+            });
+        }
+        let out = ask_fin(fin, scratch, &fin::input_json(&jobs)).await?;
+        if out.jobs.len() != chunk.len() {
+            bail!(
+                "fin answered {} of {} applicability jobs",
+                out.jobs.len(),
+                chunk.len()
+            );
+        }
+        let mut rows = Vec::new();
+        for (c, answer) in chunk.iter().zip(&out.jobs) {
+            let names = answer.applicable_solvers.clone().unwrap_or_default();
+            for s in &solvers {
+                let yes = names.iter().any(|n| n == &s.name);
+                applicable += yes as usize;
+                pairs += 1;
+                rows.push((c.id, s.id, yes));
+            }
+        }
+        store.set_applicability(session, &rows).await?;
+    }
+    Ok(Applicability {
+        configs: configs.len(),
+        pairs,
+        applicable,
+    })
+}
+
+/// Runs `fin` on `input` in `scratch` (created if missing) and reads its answer.
+pub async fn ask_fin(
+    fin: &std::path::Path,
+    scratch: &std::path::Path,
+    input: &str,
+) -> Result<shoal_miopen::fin::FinOutput, LoadJobsError> {
+    if let Err(e) = std::fs::create_dir_all(scratch) {
+        bail!("creating {}: {e}", scratch.display());
+    }
+    let ctx = shoal_backend::RunContext {
+        work_dir: scratch,
+        cpu: None,
+        gpu_index: None,
+        runner: None,
+    };
+    let text = match shoal_backend::miopen::run_fin(
+        fin,
+        input,
+        &ctx,
+        std::time::Duration::from_secs(3600),
+        shoal_backend::failure::ChildStep::Run,
+    )
+    .await
+    {
+        Ok(text) => text,
+        Err(e) => bail!("{} ({}): {}", fin.display(), e.kind, e.detail),
+    };
+    match shoal_miopen::fin::parse_output(&text) {
+        Ok(out) => Ok(out),
+        Err(e) => bail!("reading the output of {}: {e}", fin.display()),
+    }
+}

@@ -163,6 +163,7 @@ pub fn start(
             parts.clone(),
             cfg,
             commands,
+            t.work_dir.clone(),
             (scheduler_signal, scheduler_drain.guard()),
         );
         queues.push(ns.results_queue());
@@ -216,12 +217,17 @@ fn spawn_scheduler(
     parts: Parts,
     cfg: SchedulerConfig,
     commands: Option<u32>,
+    work_dir: std::path::PathBuf,
     (signal, guard): (Signal, DrainGuard),
 ) {
     groups.spawn(ActorName::Scheduler, signal, guard, move |stop, guard| {
         let p = parts.clone();
         if let Some(delivery_limit) = commands {
             let (store, bus, signal) = (p.store.clone(), p.bus.clone(), stop.clone());
+            let tools = crate::commands::HostTools {
+                fin: p.backends.fin().to_path_buf(),
+                scratch: work_dir.join("fin"),
+            };
             supervise(
                 "scheduler.commands".into(),
                 Backoff::default(),
@@ -232,6 +238,7 @@ fn spawn_scheduler(
                         store.clone(),
                         bus.clone(),
                         delivery_limit,
+                        tools.clone(),
                         signal.clone(),
                     )
                 },

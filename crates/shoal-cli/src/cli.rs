@@ -114,8 +114,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => crate::miopen::fin_steps::solvers_update(&db, fin, builtin, cluster).await,
         Command::Session { command } => crate::miopen::session(command, &db).await,
         Command::Applicability {
-            command: crate::miopen::ApplicabilityCommand::Update { session, tag, fin },
-        } => crate::miopen::fin_steps::applicability_update(&db, session, &tag, fin).await,
+            command:
+                crate::miopen::ApplicabilityCommand::Update {
+                    session,
+                    tag,
+                    fin,
+                    cluster,
+                },
+        } => crate::miopen::fin_steps::applicability_update(&db, session, &tag, fin, cluster).await,
         Command::Jobs { command } => crate::miopen::jobs(command, &db).await,
         Command::Run(args) => crate::miopen::fin_steps::run(args, &db).await,
         Command::Worker(args) => crate::worker::run(args).await,

@@ -76,6 +76,13 @@ pub enum Command {
         only_applicable: bool,
         reason: String,
     },
+    /// Ask fin which solvers apply to the configs with `tag`, for the session's architecture,
+    /// and record it (`shoal applicability update`): fin runs on the Scheduler's host.
+    UpdateApplicability {
+        /// `None`: the newest session.
+        session: Option<SessionId>,
+        tag: String,
+    },
 }
 
 impl Command {
@@ -87,6 +94,7 @@ impl Command {
             Command::ImportConfigs { .. } => "import-configs",
             Command::UpdateSolvers { .. } => "update-solvers",
             Command::LoadJobs { .. } => "load-jobs",
+            Command::UpdateApplicability { .. } => "update-applicability",
         }
     }
 }
@@ -124,6 +132,13 @@ pub enum CommandOutcome {
         candidates: u64,
         created: u64,
         not_applicable_skipped: u64,
+    },
+    ApplicabilityUpdated {
+        session: SessionId,
+        configs: u64,
+        /// (config, solver) pairs asked about, and those applicable.
+        pairs: u64,
+        applicable: u64,
     },
 }
 

@@ -66,6 +66,7 @@ fn name(m: &Message) -> &'static str {
             Command::ImportConfigs { .. } => "command.import_configs",
             Command::UpdateSolvers { .. } => "command.update_solvers",
             Command::LoadJobs { .. } => "command.load_jobs",
+            Command::UpdateApplicability { .. } => "command.update_applicability",
         },
         Message::CommandReply(r) => match r.result {
             Ok(CommandOutcome::SpecLoaded { .. }) => "command_reply.spec_loaded",
@@ -73,6 +74,9 @@ fn name(m: &Message) -> &'static str {
             Ok(CommandOutcome::ConfigsImported { .. }) => "command_reply.configs_imported",
             Ok(CommandOutcome::SolversUpdated { .. }) => "command_reply.solvers_updated",
             Ok(CommandOutcome::JobsLoaded { .. }) => "command_reply.jobs_loaded",
+            Ok(CommandOutcome::ApplicabilityUpdated { .. }) => {
+                "command_reply.applicability_updated"
+            }
             Err(_) => "command_reply.error",
         },
     }
@@ -244,6 +248,16 @@ fn samples() -> Vec<Message> {
             solvers: vec![],
             only_applicable: true,
             reason: "nightly".into(),
+        }),
+        command(Command::UpdateApplicability {
+            session: Some(session),
+            tag: "resnet50".into(),
+        }),
+        reply(CommandOutcome::ApplicabilityUpdated {
+            session,
+            configs: 10,
+            pairs: 760,
+            applicable: 120,
         }),
         reply(CommandOutcome::SessionReady {
             session,

@@ -86,7 +86,17 @@ impl World {
     /// Runs the inbox until `n` replies came, and returns them.
     async fn serve_for(&mut self, n: usize) -> Vec<CommandReply> {
         let (trigger, signal) = crate::shutdown::channel();
-        let task = tokio::spawn(serve(self.store.clone(), self.bus.clone(), 5, signal));
+        let tools = HostTools {
+            fin: "/nonexistent/fin".into(),
+            scratch: self.dir.path().join("fin"),
+        };
+        let task = tokio::spawn(serve(
+            self.store.clone(),
+            self.bus.clone(),
+            5,
+            tools,
+            signal,
+        ));
         let mut out = Vec::new();
         while out.len() < n {
             let d = tokio::time::timeout(Duration::from_secs(10), self.replies.next())

@@ -8,18 +8,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use shoal_actors::backends::SessionBackends;
-use shoal_backend::miopen::run_fin;
-use shoal_backend::RunContext;
-use shoal_miopen::fin::{self, FinJob};
-use shoal_miopen::ConvConfig;
+use shoal_miopen::fin;
 use shoal_model::NewSolver;
 
 use super::{fin_path, RunArgs};
 use crate::run::{run_session, RunOptions};
 use crate::store_open::{open_existing, open_migrated, session_or_newest};
-
-/// Configs per fin call for `applicability`: fin takes a list of jobs and answers all of them.
-const APPLICABILITY_BATCH: usize = 64;
 
 fn scratch(db: &Path) -> anyhow::Result<std::path::PathBuf> {
     let mut p = db.as_os_str().to_owned();
@@ -30,23 +24,7 @@ fn scratch(db: &Path) -> anyhow::Result<std::path::PathBuf> {
 }
 
 async fn ask_fin(fin: &Path, db: &Path, input: &str) -> anyhow::Result<fin::FinOutput> {
-    let dir = scratch(db)?;
-    let ctx = RunContext {
-        work_dir: &dir,
-        cpu: None,
-        gpu_index: None,
-        runner: None,
-    };
-    let text = run_fin(
-        fin,
-        input,
-        &ctx,
-        Duration::from_secs(3600),
-        shoal_backend::failure::ChildStep::Run,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("{} ({}): {}", fin.display(), e.kind, e.detail))?;
-    fin::parse_output(&text).with_context(|| format!("reading the output of {}", fin.display()))
+    Ok(shoal_actors::load_jobs::ask_fin(fin, &scratch(db)?, input).await?)
 }
 
 pub async fn solvers_update(
@@ -112,66 +90,54 @@ pub async fn applicability_update(
     session: Option<i64>,
     tag: &str,
     fin_flag: Option<std::path::PathBuf>,
+    cluster: bool,
 ) -> anyhow::Result<ExitCode> {
-    let store = open_existing(db).await?;
-    let info = session_or_newest(&*store, session).await?;
-    let (session, session_id) = (info.id, info.id);
-    if info.info.backend != shoal_model::Backend::Miopen {
-        bail!("session {session} is not a MIOpen session");
-    }
-    let solvers = store.solvers().await?;
-    if solvers.is_empty() {
-        bail!("the store has no solvers: run `shoal solvers update` first");
-    }
-    let configs = store.configs_with_tag(tag).await?;
-    if configs.is_empty() {
-        bail!("no config carries the tag `{tag}`");
-    }
-    let fin = fin_path(fin_flag);
-    let (mut pairs, mut applicable) = (0usize, 0usize);
-    for chunk in configs.chunks(APPLICABILITY_BATCH) {
-        let mut jobs = Vec::with_capacity(chunk.len());
-        for c in chunk {
-            let conv = ConvConfig::from_params(&c.params)
-                .map_err(|e| anyhow::anyhow!("config {}: {e}", c.id))?;
-            jobs.push(FinJob {
-                steps: vec!["applicability".into()],
-                arch: info.info.arch.clone(),
-                num_cu: info.info.num_cu,
-                config_id: c.id.0,
-                config: conv,
-                solvers: vec![],
-                dynamic_only: false,
-                perf_compile_result: None,
-                find_compile_result: None,
-            });
+    let (session, configs, pairs, applicable) = if cluster {
+        // fin runs on the Scheduler's host, with its fin: --fin names this machine's.
+        if fin_flag.is_some() {
+            bail!("applicability update --cluster: fin runs on the Scheduler's host (its `fin` setting); drop --fin");
         }
-        let out = ask_fin(&fin, db, &fin::input_json(&jobs)).await?;
-        if out.jobs.len() != chunk.len() {
-            bail!(
-                "fin answered {} of {} applicability jobs",
-                out.jobs.len(),
-                chunk.len()
-            );
+        let bus = crate::connect::bus_from_env().await?;
+        let command = shoal_model::command::Command::UpdateApplicability {
+            session: session.map(shoal_model::SessionId),
+            tag: tag.to_string(),
+        };
+        match crate::commands::send(&*bus, command, APPLICABILITY_WAIT).await? {
+            shoal_model::command::CommandOutcome::ApplicabilityUpdated {
+                session,
+                configs,
+                pairs,
+                applicable,
+            } => (session, configs, pairs, applicable),
+            other => bail!("the Scheduler answered {other:?} to applicability update"),
         }
-        let mut rows = Vec::new();
-        for (c, answer) in chunk.iter().zip(&out.jobs) {
-            let names = answer.applicable_solvers.clone().unwrap_or_default();
-            for s in &solvers {
-                let yes = names.iter().any(|n| n == &s.name);
-                applicable += yes as usize;
-                pairs += 1;
-                rows.push((c.id, s.id, yes));
-            }
-        }
-        store.set_applicability(session_id, &rows).await?;
-    }
+    } else {
+        let store = open_existing(db).await?;
+        let session = session_or_newest(&*store, session).await?.id;
+        let fin = fin_path(fin_flag);
+        let done = shoal_actors::load_jobs::update_applicability(
+            &*store,
+            session,
+            tag,
+            &fin,
+            &scratch(db)?,
+        )
+        .await?;
+        (
+            session,
+            done.configs as u64,
+            done.pairs as u64,
+            done.applicable as u64,
+        )
+    };
     println!(
-        "session {session}: {} configs, {applicable} of {pairs} (config, solver) pairs applicable",
-        configs.len()
+        "session {session}: {configs} configs, {applicable} of {pairs} (config, solver) pairs applicable"
     );
     Ok(ExitCode::SUCCESS)
 }
+
+/// How long `applicability update --cluster` waits: fin answers every config of the tag first.
+const APPLICABILITY_WAIT: Duration = Duration::from_secs(600);
 
 pub async fn run(args: RunArgs, db: &Path) -> anyhow::Result<ExitCode> {
     let stop = crate::signals::install()?;

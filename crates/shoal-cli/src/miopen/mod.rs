@@ -118,6 +118,10 @@ pub enum ApplicabilityCommand {
         tag: String,
         #[arg(long)]
         fin: Option<PathBuf>,
+        /// Cluster mode: the cluster's Scheduler asks its host's fin and records the answer (a
+        /// command on the broker, SHOAL_BROKER), instead of this machine writing the --db store.
+        #[arg(long)]
+        cluster: bool,
     },
 }
 
