@@ -428,3 +428,106 @@ fn compile_and_eval_workers_on_separate_hosts_over_veth() {
     drop(cluster);
     drop(net);
 }
+
+/// `shoal session cancel --cluster`: a session whose builds take half a second each (a recorded
+/// space replayed at its recorded pace, one build at a time) is cancelled once its first
+/// candidate is timed. The Scheduler starts no more of its work and skips what is not under
+/// way; the work under way finishes; every job ends, and the operator following the tuning
+/// (with no database) sees it end.
+#[test]
+fn a_cancelled_session_starts_no_more_work() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut cluster = Cluster::new("cx", d);
+    common::write_replay_space(&d.join("space.json"));
+    std::fs::write(
+        d.join("spec.toml"),
+        "name = \"slow\"\nbackend = \"replay\"\nspace = \"space.json\"\n",
+    )
+    .unwrap();
+    let arch = std::env::consts::ARCH;
+    let paced = ["--replay-time", "scaled:1"];
+    cluster.start_worker("scheduler", &[], &["--role", "scheduler"]);
+    cluster.start_worker(
+        "compile",
+        &[],
+        &[
+            &["--role", "compile", "--arch", arch, "-j", "1"][..],
+            &paced,
+        ]
+        .concat(),
+    );
+    cluster.start_worker("eval", &[], &[&["--role", "eval"][..], &paced].concat());
+    let operator = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
+        cmd.current_dir(d).env("RUST_LOG", "warn").args(args);
+        cluster.env(&mut cmd).env_remove("SHOAL_DB");
+        cmd
+    };
+    let tune = operator(&["tune", "--cluster", "spec.toml"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = rt
+        .block_on(shoal_store::mysql::MysqlStore::connect(&cluster.db_url()))
+        .unwrap();
+    let session = shoal_model::SessionId(1);
+    let counts = || {
+        use shoal_store::Store;
+        rt.block_on(store.state_counts(session)).unwrap_or_default()
+    };
+    let t0 = std::time::Instant::now();
+    while counts().get(&JobState::Evaluated).copied().unwrap_or(0) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "nothing timed: {:?}\n{}",
+            counts(),
+            cluster.log("scheduler")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let cancelled = common::run_ok(&mut operator(&[
+        "session",
+        "cancel",
+        "--session",
+        "1",
+        "--cluster",
+    ]));
+    let said = String::from_utf8_lossy(&cancelled.stdout);
+    assert!(said.contains("session 1 cancelled"), "{said}");
+    let again = common::run_ok(&mut operator(&[
+        "session",
+        "cancel",
+        "--session",
+        "1",
+        "--cluster",
+    ]));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("was already cancelled"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    let out = tune.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let end = counts();
+    let get = |s: JobState| end.get(&s).copied().unwrap_or(0);
+    assert_eq!(end.values().sum::<u64>(), 119, "{end:?}");
+    assert_eq!(
+        get(JobState::Evaluated) + get(JobState::Errored) + get(JobState::Skipped),
+        119,
+        "every job ended: {end:?}"
+    );
+    // At a build each half second, most of the session was never started.
+    assert!(get(JobState::Skipped) >= 60, "{end:?}");
+    cluster.stop_workers(Duration::from_secs(20));
+}

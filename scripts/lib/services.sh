@@ -333,7 +333,8 @@ shoal_role_db_grants() {
             "SELECT, INSERT, UPDATE${t}config_tag" "SELECT, INSERT, UPDATE${t}solver" \
             "SELECT, INSERT, UPDATE${t}job" \
             "INSERT${t}result" "SELECT, INSERT, UPDATE${t}build" "SELECT, INSERT, DELETE${t}outbox" \
-            "SELECT, INSERT, UPDATE${t}worker" "SELECT, INSERT${t}command"
+            "SELECT, INSERT, UPDATE${t}worker" "SELECT, INSERT${t}command" \
+            "SELECT, INSERT${t}session_cancel"
         ;;
     compile)
         # session (backend), put_artifact (INSERT … ON DUPLICATE KEY UPDATE hash = hash, which

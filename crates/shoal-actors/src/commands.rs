@@ -165,6 +165,18 @@ async fn apply(
                 created: after.saturating_sub(before),
             }))
         }
+        Command::CancelSession { session } => {
+            if store.session(*session).await?.is_none() {
+                return Ok(Err(format!("session {session} is not in the store")));
+            }
+            // The mark is all: the Scheduler's next sessions refresh skips the work
+            // (`scheduler/cancel.rs`), from its own task.
+            let newly = store.cancel_session(*session, crate::now_ms()).await?;
+            Ok(Ok(CommandOutcome::SessionCancelled {
+                session: *session,
+                already: !newly,
+            }))
+        }
         Command::UpdateApplicability { session, tag } => {
             let session = match session {
                 Some(id) => *id,

@@ -83,6 +83,9 @@ pub enum Command {
         session: Option<SessionId>,
         tag: String,
     },
+    /// Cancel a session: work not under way is skipped, and none is started; builds and
+    /// timings under way finish (`shoal session cancel`).
+    CancelSession { session: SessionId },
 }
 
 impl Command {
@@ -95,6 +98,7 @@ impl Command {
             Command::UpdateSolvers { .. } => "update-solvers",
             Command::LoadJobs { .. } => "load-jobs",
             Command::UpdateApplicability { .. } => "update-applicability",
+            Command::CancelSession { .. } => "cancel-session",
         }
     }
 }
@@ -139,6 +143,11 @@ pub enum CommandOutcome {
         /// (config, solver) pairs asked about, and those applicable.
         pairs: u64,
         applicable: u64,
+    },
+    SessionCancelled {
+        session: SessionId,
+        /// It was cancelled before.
+        already: bool,
     },
 }
 

@@ -119,6 +119,10 @@ impl JobState {
             (EvalQueued, Evaluating) => true,
             (EvalQueued, Evaluated) | (Evaluating, Evaluated) => true,
             (Held, New) | (Held, Skipped) => true,
+            // A cancelled session's work that is not under way: not started, or waiting in a
+            // queue (a worker that takes the request later finds its job moved on).
+            (New, Skipped) | (Compiled, Skipped) => true,
+            (CompileQueued, Skipped) | (EvalQueued, Skipped) => true,
             (from, Errored) => !from.is_terminal(),
             (from, to) => from.retry_state() == Some(to),
         }
@@ -288,6 +292,14 @@ mod tests {
         );
         assert!(!New.can_move_to(Compiled));
         assert!(Transition::new(JobId(3), New, 0, Evaluated).is_err());
+    }
+
+    #[test]
+    fn only_work_not_under_way_is_skipped() {
+        for from in JobState::ALL {
+            let expected = matches!(from, New | Held | Compiled | CompileQueued | EvalQueued);
+            assert_eq!(from.can_move_to(Skipped), expected, "{from} -> skipped");
+        }
     }
 
     #[test]

@@ -67,6 +67,7 @@ fn name(m: &Message) -> &'static str {
             Command::UpdateSolvers { .. } => "command.update_solvers",
             Command::LoadJobs { .. } => "command.load_jobs",
             Command::UpdateApplicability { .. } => "command.update_applicability",
+            Command::CancelSession { .. } => "command.cancel_session",
         },
         Message::CommandReply(r) => match r.result {
             Ok(CommandOutcome::SpecLoaded { .. }) => "command_reply.spec_loaded",
@@ -74,6 +75,7 @@ fn name(m: &Message) -> &'static str {
             Ok(CommandOutcome::ConfigsImported { .. }) => "command_reply.configs_imported",
             Ok(CommandOutcome::SolversUpdated { .. }) => "command_reply.solvers_updated",
             Ok(CommandOutcome::JobsLoaded { .. }) => "command_reply.jobs_loaded",
+            Ok(CommandOutcome::SessionCancelled { .. }) => "command_reply.session_cancelled",
             Ok(CommandOutcome::ApplicabilityUpdated { .. }) => {
                 "command_reply.applicability_updated"
             }
@@ -248,6 +250,11 @@ fn samples() -> Vec<Message> {
             solvers: vec![],
             only_applicable: true,
             reason: "nightly".into(),
+        }),
+        command(Command::CancelSession { session }),
+        reply(CommandOutcome::SessionCancelled {
+            session,
+            already: false,
         }),
         command(Command::UpdateApplicability {
             session: Some(session),

@@ -16,6 +16,13 @@ pub(crate) const INSERT_MYSQL: &str =
     "INSERT IGNORE INTO command (id, reply, applied_ms) VALUES (?, ?, ?)";
 pub(crate) const SELECT_REPLY: &str = "SELECT reply FROM command WHERE id = ?";
 
+/// Marks a session cancelled; a second mark keeps the first time.
+pub(crate) const CANCEL_SQLITE: &str =
+    "INSERT OR IGNORE INTO session_cancel (session_id, cancelled_ms) VALUES (?, ?)";
+pub(crate) const CANCEL_MYSQL: &str =
+    "INSERT IGNORE INTO session_cancel (session_id, cancelled_ms) VALUES (?, ?)";
+pub(crate) const CANCELLED: &str = "SELECT session_id FROM session_cancel ORDER BY session_id";
+
 pub(crate) fn encode(reply: &CommandReply) -> Result<String> {
     to_json("command reply", reply)
 }

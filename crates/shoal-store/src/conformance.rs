@@ -83,6 +83,7 @@ macro_rules! store_conformance_tests {
             worker_presence_is_upserted_and_listed_newest_first,
             finish_times_list_ended_jobs_oldest_first,
             the_first_reply_of_a_command_is_kept,
+            a_cancelled_session_stays_cancelled,
         );
     };
 }

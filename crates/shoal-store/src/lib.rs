@@ -168,6 +168,16 @@ macro_rules! delegating_store {
         ) -> $crate::Result<()> {
             self.$field.put_command_reply(reply, applied_ms).await
         }
+        async fn cancel_session(
+            &self,
+            session: $crate::__model::SessionId,
+            cancelled_ms: i64,
+        ) -> $crate::Result<bool> {
+            self.$field.cancel_session(session, cancelled_ms).await
+        }
+        async fn cancelled_sessions(&self) -> $crate::Result<Vec<$crate::__model::SessionId>> {
+            self.$field.cancelled_sessions().await
+        }
             }
     };
 }
@@ -402,4 +412,10 @@ pub trait Store: Send + Sync + 'static {
         reply: &shoal_model::command::CommandReply,
         applied_ms: i64,
     ) -> Result<()>;
+
+    /// Marks a session cancelled (the Scheduler then starts none of its work and skips what is
+    /// not under way); `false` when it already was. The jobs are not touched here.
+    async fn cancel_session(&self, session: SessionId, cancelled_ms: i64) -> Result<bool>;
+    /// Every cancelled session, by id.
+    async fn cancelled_sessions(&self) -> Result<Vec<SessionId>>;
 }

@@ -23,6 +23,7 @@
 //! the outbox: at start-up first, then within seconds. A lost publish costs seconds, not a lease.
 
 mod apply;
+mod cancel;
 mod dispatch;
 mod eval_room;
 pub mod plan;
@@ -441,11 +442,23 @@ impl DispatchPace {
         // then, so a session created after start-up is picked up within two seconds.
         if inner.config.sessions.is_empty() && self.last_refresh.is_none_or(|t| now - t > 2_000) {
             let counts = inner.session_counts().await?;
-            self.sessions = counts
-                .iter()
-                .filter(|(_, c)| c.done < c.total)
-                .map(|(s, _)| *s)
+            let cancelled: HashSet<SessionId> = inner
+                .store
+                .cancelled_sessions()
+                .await?
+                .into_iter()
                 .collect();
+            self.sessions.clear();
+            for (session, c) in &counts {
+                if c.done == c.total {
+                    continue;
+                }
+                if cancelled.contains(session) {
+                    inner.skip_cancelled(*session).await?;
+                } else {
+                    self.sessions.push(*session);
+                }
+            }
             self.progress.publish(&*inner.bus, &counts).await;
             self.last_refresh = Some(now);
         }

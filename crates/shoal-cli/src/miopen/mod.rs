@@ -104,6 +104,18 @@ pub enum SessionCommand {
         #[arg(long)]
         cluster: bool,
     },
+    /// Cancel a session of the cluster: the Scheduler starts none of its work and skips what is
+    /// not under way; builds and timings under way finish. (An embedded run is stopped with
+    /// Ctrl-C, and resumed by running it again.)
+    Cancel {
+        /// The session to cancel.
+        #[arg(long)]
+        session: i64,
+        /// Ask the cluster's Scheduler (a command on the broker, SHOAL_BROKER). Required: a
+        /// session of a local store has nothing running to cancel.
+        #[arg(long)]
+        cluster: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -242,6 +254,9 @@ pub async fn miopen(cmd: MiopenCommand) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn session(cmd: SessionCommand, db: &Path) -> anyhow::Result<ExitCode> {
+    if let SessionCommand::Cancel { session, cluster } = cmd {
+        return cancel(SessionId(session), cluster).await;
+    }
     let SessionCommand::Init {
         arch,
         num_cu,
@@ -250,7 +265,10 @@ pub async fn session(cmd: SessionCommand, db: &Path) -> anyhow::Result<ExitCode>
         reason,
         max_retries,
         cluster,
-    } = cmd;
+    } = cmd
+    else {
+        unreachable!("cancel is handled above")
+    };
     let init = session::SessionInit {
         arch,
         num_cu,
@@ -284,6 +302,33 @@ pub async fn session(cmd: SessionCommand, db: &Path) -> anyhow::Result<ExitCode>
     );
     println!("{id}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `shoal session cancel --cluster`.
+async fn cancel(session: SessionId, cluster: bool) -> anyhow::Result<ExitCode> {
+    if !cluster {
+        anyhow::bail!(
+            "session cancel: only a cluster's session can be cancelled (--cluster); an embedded \
+             `shoal tune` or `shoal run` is stopped with Ctrl-C and resumed by running it again"
+        );
+    }
+    let bus = crate::connect::bus_from_env().await?;
+    let command = Command::CancelSession { session };
+    match crate::commands::send(&*bus, command, crate::commands::WAIT).await? {
+        CommandOutcome::SessionCancelled { session, already } => {
+            println!(
+                "session {session} {}: work not under way is skipped within seconds; builds and \
+                 timings under way finish",
+                if already {
+                    "was already cancelled"
+                } else {
+                    "cancelled"
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        other => anyhow::bail!("the Scheduler answered {other:?} to session cancel"),
+    }
 }
 
 pub async fn jobs(cmd: JobsCommand, db: &Path) -> anyhow::Result<ExitCode> {

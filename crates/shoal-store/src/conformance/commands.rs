@@ -37,3 +37,14 @@ pub async fn the_first_reply_of_a_command_is_kept(store: &dyn Store) {
     store.put_command_reply(&failed, 3_000).await.unwrap();
     assert_eq!(store.command_reply("bad-1").await.unwrap(), Some(failed));
 }
+
+pub async fn a_cancelled_session_stays_cancelled(store: &dyn Store) {
+    let w = world(store).await;
+    assert!(store.cancelled_sessions().await.unwrap().is_empty());
+    assert!(store.cancel_session(w.session, 1_000).await.unwrap());
+    assert!(
+        !store.cancel_session(w.session, 2_000).await.unwrap(),
+        "a second cancel is told it was cancelled before"
+    );
+    assert_eq!(store.cancelled_sessions().await.unwrap(), vec![w.session]);
+}

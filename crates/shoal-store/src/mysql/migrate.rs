@@ -31,6 +31,10 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
         6,
         include_str!("../../../../schemas/mysql/0006_command.sql"),
     ),
+    (
+        7,
+        include_str!("../../../../schemas/mysql/0007_session_cancel.sql"),
+    ),
 ];
 
 /// How long `migrate` waits for another process's migration to finish, in seconds.

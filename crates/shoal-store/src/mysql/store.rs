@@ -229,6 +229,27 @@ impl Store for MysqlStore {
         json.map(|j| crate::commands::decode(id, &j)).transpose()
     }
 
+    async fn cancel_session(&self, session: SessionId, cancelled_ms: i64) -> Result<bool> {
+        self.run("cancelling a session", |mut c| async move {
+            use mysql_async::prelude::Queryable;
+            c.exec_drop(crate::commands::CANCEL_MYSQL, (session.0, cancelled_ms))
+                .await?;
+            Ok(c.affected_rows() > 0)
+        })
+        .await
+    }
+
+    async fn cancelled_sessions(&self) -> Result<Vec<SessionId>> {
+        let ids: Vec<i64> = self
+            .run("listing cancelled sessions", |mut c| async move {
+                use mysql_async::prelude::Queryable;
+                let ids: Vec<i64> = c.exec(crate::commands::CANCELLED, ()).await?;
+                Ok(ids)
+            })
+            .await?;
+        Ok(ids.into_iter().map(SessionId).collect())
+    }
+
     async fn put_command_reply(
         &self,
         reply: &shoal_model::command::CommandReply,

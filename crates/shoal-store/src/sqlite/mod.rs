@@ -71,6 +71,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         7,
         include_str!("../../../../schemas/sqlite/0007_command.sql"),
     ),
+    (
+        8,
+        include_str!("../../../../schemas/sqlite/0008_session_cancel.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
@@ -508,6 +512,30 @@ impl Store for SqliteStore {
                 .and_then(|mut st| st.query_row(params![id], |r| r.get(0)).optional())
                 .ctx("reading a command's reply")?;
             json.map(|j| crate::commands::decode(&id, &j)).transpose()
+        })
+        .await
+    }
+
+    async fn cancel_session(&self, session: SessionId, cancelled_ms: i64) -> Result<bool> {
+        self.run("cancelling a session", move |c| {
+            let n = c
+                .prepare_cached(crate::commands::CANCEL_SQLITE)
+                .and_then(|mut st| st.execute(params![session.0, cancelled_ms]))
+                .ctx("cancelling a session")?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn cancelled_sessions(&self) -> Result<Vec<SessionId>> {
+        self.run("listing cancelled sessions", |c| {
+            c.prepare_cached(crate::commands::CANCELLED)
+                .and_then(|mut st| {
+                    st.query_map([], |r| r.get::<_, i64>(0))?
+                        .map(|r| r.map(SessionId))
+                        .collect()
+                })
+                .ctx("listing cancelled sessions")
         })
         .await
     }
