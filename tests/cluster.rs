@@ -75,19 +75,10 @@ fn tune_command(cluster: &Cluster, dir: &Path) -> Command {
 /// What every cluster run must show: each fault recorded with its kind, every working candidate
 /// measured, the cheapest variant winning on both shapes.
 fn check_results(cluster: &Cluster, dir: &Path, stdout: &str) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let results = rt.block_on(async {
-        let store = shoal_store::mysql::MysqlStore::connect(&cluster.db_url())
-            .await
-            .unwrap();
-        use shoal_store::Store;
-        let sessions = store.sessions().await.unwrap();
-        assert_eq!(sessions.len(), 1);
-        store.final_results(sessions[0].id).await.unwrap()
-    });
+    let store = cluster.store();
+    let sessions = store.sessions();
+    assert_eq!(sessions.len(), 1);
+    let results = store.final_results(sessions[0].id);
     assert_eq!(results.len(), 16);
     let kinds = |mode: &str| -> Vec<Option<FailureKind>> {
         results
@@ -470,17 +461,11 @@ fn a_cancelled_session_starts_no_more_work() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let store = rt
-        .block_on(shoal_store::mysql::MysqlStore::connect(&cluster.db_url()))
-        .unwrap();
-    let session = shoal_model::SessionId(1);
-    let counts = || {
-        use shoal_store::Store;
-        rt.block_on(store.state_counts(session)).unwrap_or_default()
+    let store = cluster.store();
+    // (Empty until the Scheduler has made the session.)
+    let counts = || match store.sessions().is_empty() {
+        true => Default::default(),
+        false => store.state_counts(shoal_model::SessionId(1)),
     };
     let t0 = std::time::Instant::now();
     while counts().get(&JobState::Evaluated).copied().unwrap_or(0) == 0 {

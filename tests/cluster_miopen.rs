@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
 use shoal_model::{JobState, SessionId};
-use shoal_store::Store;
 
 /// The stand-in fin, built beside the shoal binary by `cargo test --workspace`.
 fn standin_fin() -> PathBuf {
@@ -156,16 +155,10 @@ fn a_miopen_session_loaded_by_commands_is_tuned_by_the_workers() {
     );
 
     // The workers tune them: every job ends, and each config has a solver that worked.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let store = rt
-        .block_on(shoal_store::mysql::MysqlStore::connect(&cluster.db_url()))
-        .unwrap();
+    let store = cluster.store();
     let t0 = Instant::now();
     let results = loop {
-        let results = rt.block_on(store.final_results(SessionId(1))).unwrap();
+        let results = store.final_results(SessionId(1));
         if results.len() == 3 && results.iter().all(|r| r.state.is_terminal()) {
             break results;
         }

@@ -45,20 +45,11 @@ pub fn a_searched_replay_in_the_cluster(cluster: &Cluster, dir: &Path) {
         stderr.contains("session 2: 119/119 candidates done"),
         "{stderr}"
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let results = rt.block_on(async {
-        use shoal_store::Store;
-        let store = shoal_store::mysql::MysqlStore::connect(&cluster.db_url())
-            .await
-            .unwrap();
-        let sessions = store.sessions().await.unwrap();
-        assert_eq!(sessions.len(), 2, "the faulty spec's, then this one");
-        let replayed = sessions.iter().map(|s| s.id).max().unwrap();
-        store.final_results(replayed).await.unwrap()
-    });
+    let store = cluster.store();
+    let sessions = store.sessions();
+    assert_eq!(sessions.len(), 2, "the faulty spec's, then this one");
+    let replayed = sessions.iter().map(|s| s.id).max().unwrap();
+    let results = store.final_results(replayed);
     let count = |states: &[JobState]| results.iter().filter(|r| states.contains(&r.state)).count();
     assert_eq!(results.len(), 119, "every recorded configuration is a job");
     assert_eq!(

@@ -195,3 +195,46 @@ impl Drop for Cluster {
         });
     }
 }
+
+/// The cluster's store as a test reads it: a connection with a runtime of its own.
+pub struct StoreReader {
+    rt: tokio::runtime::Runtime,
+    store: shoal_store::mysql::MysqlStore,
+}
+
+impl StoreReader {
+    pub fn sessions(&self) -> Vec<shoal_model::Session> {
+        use shoal_store::Store;
+        self.rt.block_on(self.store.sessions()).unwrap()
+    }
+
+    pub fn final_results(&self, session: shoal_model::SessionId) -> Vec<shoal_model::FinalResult> {
+        use shoal_store::Store;
+        self.rt.block_on(self.store.final_results(session)).unwrap()
+    }
+
+    pub fn state_counts(
+        &self,
+        session: shoal_model::SessionId,
+    ) -> std::collections::BTreeMap<shoal_model::JobState, u64> {
+        use shoal_store::Store;
+        self.rt.block_on(self.store.state_counts(session)).unwrap()
+    }
+}
+
+impl Cluster {
+    /// A reader of the cluster's store, whose schema it brings up to date first (as every
+    /// process of the cluster does on start), so it can read before the workers are up.
+    pub fn store(&self) -> StoreReader {
+        use shoal_store::Store;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = rt
+            .block_on(shoal_store::mysql::MysqlStore::connect(&self.db_url()))
+            .unwrap();
+        rt.block_on(store.migrate()).unwrap();
+        StoreReader { rt, store }
+    }
+}
