@@ -21,6 +21,9 @@ use shoal_model::Message;
 /// How long the commands without a `--reply-timeout` of their own wait for the Scheduler.
 pub const WAIT: Duration = Duration::from_secs(60);
 
+/// How long the CLI waits quietly before it says it is waiting for the Scheduler.
+const PATIENCE: Duration = Duration::from_secs(3);
+
 /// How long a reply queue outlives its last consumer.
 const REPLY_QUEUE_EXPIRES: Duration = Duration::from_secs(30);
 
@@ -72,8 +75,23 @@ pub async fn send(
     .with_context(|| format!("publishing the {name} command to {commands}"))?;
     tracing::debug!(%id, command = name, queue = %commands, "command published");
     let deadline = tokio::time::Instant::now() + wait;
+    // A Scheduler answers within a moment; past that, say what the wait is for.
+    let mut hint = Some(tokio::time::Instant::now() + PATIENCE);
     loop {
-        let next = tokio::time::timeout_at(deadline, replies.next()).await;
+        let next = match hint {
+            Some(at) if at < deadline => match tokio::time::timeout_at(at, replies.next()).await {
+                Ok(next) => Ok(next),
+                Err(_) => {
+                    eprintln!(
+                            "waiting for the Scheduler's answer to the {name} command (up to {}s; Ctrl-C leaves it queued)",
+                            wait.as_secs()
+                        );
+                    hint = None;
+                    continue;
+                }
+            },
+            _ => tokio::time::timeout_at(deadline, replies.next()).await,
+        };
         let Ok(next) = next else {
             anyhow::bail!(
                 "no answer to the {name} command (id {id}) within {}s: no Scheduler is running in \
