@@ -514,5 +514,11 @@ fn a_cancelled_session_starts_no_more_work() {
     );
     // At a build each half second, most of the session was never started.
     assert!(get(JobState::Skipped) >= 60, "{end:?}");
+    // The listing says so.
+    let mut sessions = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    sessions.current_dir(d).args(["sessions", "--cluster"]);
+    cluster.env(&mut sessions);
+    let listed = String::from_utf8(common::run_ok(&mut sessions).stdout).unwrap();
+    assert!(listed.contains("cancelled"), "{listed}");
     cluster.stop_workers(Duration::from_secs(20));
 }

@@ -359,7 +359,7 @@ shoal_role_db_grants() {
         # (state_counts) and exports (final_results); status, sessions, workers, export read.
         printf '%s\n' "SELECT${t}session" "SELECT${t}config" "SELECT${t}config_tag" \
             "SELECT${t}solver" "SELECT${t}applicability" "SELECT${t}job" \
-            "SELECT${t}result" "SELECT${t}artifact" "SELECT${t}worker"
+            "SELECT${t}result" "SELECT${t}artifact" "SELECT${t}worker" "SELECT${t}session_cancel"
         ;;
     *) return 1 ;;
     esac

@@ -14,6 +14,8 @@ use crate::store_open::session_or_newest;
 
 pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<ExitCode> {
     let store = crate::fleet::store_for_reading(db, cluster).await?;
+    let cancelled: std::collections::HashSet<_> =
+        store.cancelled_sessions().await?.into_iter().collect();
     let mut rows = Vec::new();
     for s in store.sessions().await? {
         let (progress, _) = progress_of(&*store, s.id).await?;
@@ -30,6 +32,7 @@ pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<Ex
                 }
                 v["done"] = p.done.into();
                 v["jobs"] = p.total.into();
+                v["cancelled"] = cancelled.contains(&s.id).into();
                 v["progress"] = serde_json::to_value(p).unwrap_or_default();
                 v
             })
@@ -56,6 +59,8 @@ pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<Ex
             p.total.to_string(),
             p.per_s.map_or("-".into(), |r| format!("{r:.2}/s")),
             match p.eta_s {
+                _ if cancelled.contains(&s.id) && p.done == p.total => "cancelled".into(),
+                _ if cancelled.contains(&s.id) => "cancelling".into(),
                 _ if p.done == p.total => "done".into(),
                 Some(eta) => human_duration(eta),
                 None => "-".into(),
