@@ -18,6 +18,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use shoal_bus::{Bus, QueueOptions};
 use shoal_model::command::{Command, CommandOutcome, CommandReply};
@@ -67,28 +68,11 @@ pub async fn serve(
             delivery.dead_letter(reason).await?;
             continue;
         }
-        let reply = match store.command_reply(&req.id).await? {
-            Some(recorded) => {
-                tracing::info!(id = %req.id, command = req.command.name(), "command applied before: replying as then");
-                recorded
-            }
-            None => {
-                let reply = CommandReply {
-                    id: req.id.clone(),
-                    result: apply(&*store, &tools, &req.command).await?,
-                };
-                match &reply.result {
-                    Ok(outcome) => {
-                        tracing::info!(id = %req.id, command = req.command.name(), ?outcome, "command applied")
-                    }
-                    Err(e) => {
-                        tracing::warn!(id = %req.id, command = req.command.name(), error = %e, "command failed")
-                    }
-                }
-                store.put_command_reply(&reply, crate::now_ms()).await?;
-                reply
-            }
-        };
+        // The database unreachable for a while (a restart, a failover) holds the command here,
+        // retried, rather than sending it round the queue until its delivery limit
+        // dead-letters it.
+        let reply =
+            while_unreachable(&stop, STORE_PATIENCE, || answer(&*store, &tools, &req)).await?;
         // The CLI may have given up waiting and gone, its reply queue with it: the outcome is
         // recorded all the same, and `shoal sessions` shows it.
         if let Err(e) = crate::publish(&*bus, &req.reply_to, &Message::CommandReply(reply)).await {
@@ -99,9 +83,68 @@ pub async fn serve(
     Ok(())
 }
 
+/// How long a command waits for an unreachable store before the loop fails (and is restarted,
+/// and the command delivered again).
+const STORE_PATIENCE: Duration = Duration::from_secs(300);
+
+/// Runs `op` again while it fails because the store cannot be reached (a backend error), with
+/// backoff from 100 ms to 5 s, for at most `patience` and not past `stop`; any other error,
+/// and the last one, is returned.
+async fn while_unreachable<T, F, Fut>(
+    stop: &Signal,
+    patience: Duration,
+    mut op: F,
+) -> shoal_store::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = shoal_store::Result<T>>,
+{
+    let give_up = tokio::time::Instant::now() + patience;
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match op().await {
+            Err(e @ shoal_store::StoreError::Backend { .. })
+                if tokio::time::Instant::now() < give_up && !stop.is_triggered() =>
+            {
+                tracing::warn!(error = %e, retry_in = ?delay, "store unreachable; the command waits");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The reply to `req`: the one recorded when it was applied before, or else it is applied now
+/// and its reply recorded.
+async fn answer(
+    store: &dyn Store,
+    tools: &HostTools,
+    req: &shoal_model::command::CommandRequest,
+) -> shoal_store::Result<CommandReply> {
+    if let Some(recorded) = store.command_reply(&req.id).await? {
+        tracing::info!(id = %req.id, command = req.command.name(), "command applied before: replying as then");
+        return Ok(recorded);
+    }
+    let reply = CommandReply {
+        id: req.id.clone(),
+        result: apply(store, tools, &req.command).await?,
+    };
+    match &reply.result {
+        Ok(outcome) => {
+            tracing::info!(id = %req.id, command = req.command.name(), ?outcome, "command applied")
+        }
+        Err(e) => {
+            tracing::warn!(id = %req.id, command = req.command.name(), error = %e, "command failed")
+        }
+    }
+    store.put_command_reply(&reply, crate::now_ms()).await?;
+    Ok(reply)
+}
+
 /// Applies one command: its outcome, or its own failure, told to the CLI and recorded (a spec
-/// that does not parse). A failure of the store is the outer `Err`: nothing is recorded, the
-/// loop fails and is restarted, and the request is delivered again once the store is back.
+/// that does not parse). A failure of the store is the outer `Err`: nothing is recorded, and
+/// the command is tried again ([`serve`] waits for the store).
 async fn apply(
     store: &dyn Store,
     tools: &HostTools,

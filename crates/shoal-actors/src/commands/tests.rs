@@ -328,3 +328,50 @@ async fn the_miopen_loading_steps_are_applied_as_commands() {
     let counts = w.store.state_counts(session).await.unwrap();
     assert_eq!(counts.values().sum::<u64>(), 2 * tunable, "{counts:?}");
 }
+
+/// The wait for an unreachable store: a backend error is retried until the store answers; any
+/// other error at once; and an outage longer than the patience ends the wait.
+#[tokio::test(start_paused = true)]
+async fn a_command_waits_out_a_store_outage_and_no_longer() {
+    let (_trigger, stop) = crate::shutdown::channel();
+    let down = || {
+        Err::<u32, _>(shoal_store::StoreError::backend(
+            "command_reply",
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "database down"),
+        ))
+    };
+    let calls = std::cell::Cell::new(0);
+    let t0 = tokio::time::Instant::now();
+    let answered = while_unreachable(&stop, Duration::from_secs(300), || {
+        calls.set(calls.get() + 1);
+        let r = if calls.get() <= 4 { down() } else { Ok(7) };
+        async move { r }
+    })
+    .await;
+    assert_eq!(answered.unwrap(), 7);
+    assert_eq!(calls.get(), 5);
+    // 0.1 + 0.2 + 0.4 + 0.8 s of backoff.
+    assert_eq!(t0.elapsed(), Duration::from_millis(1500));
+
+    calls.set(0);
+    let refused = while_unreachable(&stop, Duration::from_secs(300), || {
+        calls.set(calls.get() + 1);
+        async {
+            Err::<u32, _>(shoal_store::StoreError::Invalid(
+                "not a store outage".into(),
+            ))
+        }
+    })
+    .await;
+    assert!(refused.is_err());
+    assert_eq!(calls.get(), 1, "only an outage is waited out");
+
+    let t0 = tokio::time::Instant::now();
+    let gave_up = while_unreachable(&stop, Duration::from_secs(20), || {
+        let r = down();
+        async move { r }
+    })
+    .await;
+    assert!(gave_up.is_err());
+    assert!(t0.elapsed() >= Duration::from_secs(20) && t0.elapsed() < Duration::from_secs(26));
+}
