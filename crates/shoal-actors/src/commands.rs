@@ -236,16 +236,12 @@ async fn apply(
                 &tools.scratch,
             )
             .await;
-            match updated {
-                Ok(a) => Ok(Ok(CommandOutcome::ApplicabilityUpdated {
-                    session,
-                    configs: a.configs as u64,
-                    pairs: a.pairs as u64,
-                    applicable: a.applicable as u64,
-                })),
-                Err(crate::load_jobs::LoadJobsError::Refused(why)) => Ok(Err(why)),
-                Err(crate::load_jobs::LoadJobsError::Store(e)) => Err(e),
-            }
+            refused_or_store(updated.map(|a| CommandOutcome::ApplicabilityUpdated {
+                session,
+                configs: a.configs as u64,
+                pairs: a.pairs as u64,
+                applicable: a.applicable as u64,
+            }))
         }
         Command::LoadJobs {
             session,
@@ -270,18 +266,26 @@ async fn apply(
                 only_applicable: *only_applicable,
                 reason: reason.clone(),
             };
-            match crate::load_jobs::load(store, &req).await {
-                Ok(loaded) => Ok(Ok(CommandOutcome::JobsLoaded {
-                    session,
-                    configs: loaded.configs as u64,
-                    candidates: loaded.candidates as u64,
-                    created: loaded.created,
-                    not_applicable_skipped: loaded.not_applicable_skipped as u64,
-                })),
-                Err(crate::load_jobs::LoadJobsError::Refused(why)) => Ok(Err(why)),
-                Err(crate::load_jobs::LoadJobsError::Store(e)) => Err(e),
-            }
+            let loaded = crate::load_jobs::load(store, &req).await;
+            refused_or_store(loaded.map(|loaded| CommandOutcome::JobsLoaded {
+                session,
+                configs: loaded.configs as u64,
+                candidates: loaded.candidates as u64,
+                created: loaded.created,
+                not_applicable_skipped: loaded.not_applicable_skipped as u64,
+            }))
         }
+    }
+}
+
+/// A refusal is the command's answer; a store failure is the outer `Err`, to be tried again.
+fn refused_or_store(
+    r: Result<CommandOutcome, crate::load_jobs::LoadJobsError>,
+) -> shoal_store::Result<Result<CommandOutcome, String>> {
+    match r {
+        Ok(outcome) => Ok(Ok(outcome)),
+        Err(crate::load_jobs::LoadJobsError::Refused(why)) => Ok(Err(why)),
+        Err(crate::load_jobs::LoadJobsError::Store(e)) => Err(e),
     }
 }
 

@@ -35,87 +35,117 @@ fn random_hex(n: usize) -> String {
 }
 
 /// Publishes `command` to the Scheduler and waits up to `wait` for its outcome. `Err` when the
-/// Scheduler refused or failed it (its reason), or when no answer came in time.
+/// Scheduler refused or failed it (its reason), or when no answer came in time. For one
+/// command; a process that sends many keeps a [`CommandClient`].
 pub async fn send(
     bus: &dyn Bus,
     command: Command,
     wait: Duration,
 ) -> anyhow::Result<CommandOutcome> {
-    let ns = bus.namespace().clone();
-    let reply_to = ns.reply_queue(&random_hex(8));
-    let commands = ns.commands_queue();
-    bus.declare_queue(
-        &reply_to,
-        &QueueOptions {
-            expires_after: Some(REPLY_QUEUE_EXPIRES),
-            ..QueueOptions::default()
-        },
-    )
-    .await
-    .with_context(|| format!("declaring the reply queue {reply_to}"))?;
-    let mut replies = bus.consume(&reply_to, 4).await?;
-    bus.declare_queue(&commands, &QueueOptions::default())
+    CommandClient::open(bus).await?.send(command, wait).await
+}
+
+/// One process's side of commands: its reply queue, declared and consumed once, and the
+/// commands queue, declared once, whatever the number of commands sent (an import of a large
+/// file sends one per 500 configs).
+pub struct CommandClient<'b> {
+    bus: &'b dyn Bus,
+    reply_to: String,
+    replies: Box<dyn shoal_bus::Consumer>,
+    commands: String,
+}
+
+impl<'b> CommandClient<'b> {
+    pub async fn open(bus: &'b dyn Bus) -> anyhow::Result<CommandClient<'b>> {
+        let ns = bus.namespace();
+        let reply_to = ns.reply_queue(&random_hex(8));
+        let commands = ns.commands_queue();
+        bus.declare_queue(
+            &reply_to,
+            &QueueOptions {
+                expires_after: Some(REPLY_QUEUE_EXPIRES),
+                ..QueueOptions::default()
+            },
+        )
         .await
-        .with_context(|| format!("declaring {commands}"))?;
-    let request = CommandRequest {
-        id: random_hex(16),
-        reply_to: reply_to.clone(),
-        command,
-    };
-    if let Some(problem) = request.problem(&ns) {
-        anyhow::bail!("{}: {problem}", request.command.name());
+        .with_context(|| format!("declaring the reply queue {reply_to}"))?;
+        let replies = bus.consume(&reply_to, 4).await?;
+        bus.declare_queue(&commands, &QueueOptions::default())
+            .await
+            .with_context(|| format!("declaring {commands}"))?;
+        Ok(CommandClient {
+            bus,
+            reply_to,
+            replies,
+            commands,
+        })
     }
-    let name = request.command.name();
-    let id = request.id.clone();
-    bus.publish(
-        &commands,
-        vec![bus.codec().encode(&Message::Command(request))],
-    )
-    .await
-    .with_context(|| format!("publishing the {name} command to {commands}"))?;
-    tracing::debug!(%id, command = name, queue = %commands, "command published");
-    let deadline = tokio::time::Instant::now() + wait;
-    // A Scheduler answers within a moment; past that, say what the wait is for.
-    let mut hint = Some(tokio::time::Instant::now() + PATIENCE);
-    loop {
-        let next = match hint {
-            Some(at) if at < deadline => match tokio::time::timeout_at(at, replies.next()).await {
-                Ok(next) => Ok(next),
-                Err(_) => {
+
+    /// [`send`] on this client's queues.
+    pub async fn send(
+        &mut self,
+        command: Command,
+        wait: Duration,
+    ) -> anyhow::Result<CommandOutcome> {
+        let (bus, commands, reply_to) = (self.bus, &self.commands, &self.reply_to);
+        let ns = bus.namespace();
+        let request = CommandRequest {
+            id: random_hex(16),
+            reply_to: reply_to.clone(),
+            command,
+        };
+        if let Some(problem) = request.problem(ns) {
+            anyhow::bail!("{}: {problem}", request.command.name());
+        }
+        let name = request.command.name();
+        let id = request.id.clone();
+        bus.publish(
+            commands,
+            vec![bus.codec().encode(&Message::Command(request))],
+        )
+        .await
+        .with_context(|| format!("publishing the {name} command to {commands}"))?;
+        tracing::debug!(%id, command = name, queue = %commands, "command published");
+        let deadline = tokio::time::Instant::now() + wait;
+        // A Scheduler answers within a moment; past that, say what the wait is for.
+        let mut hint = Some(tokio::time::Instant::now() + PATIENCE);
+        loop {
+            let until = hint.filter(|at| *at < deadline);
+            let next = match tokio::time::timeout_at(until.unwrap_or(deadline), self.replies.next()).await {
+                Err(_) if until.is_some() => {
                     eprintln!(
-                            "waiting for the Scheduler's answer to the {name} command (up to {}s; Ctrl-C leaves it queued)",
-                            wait.as_secs()
-                        );
+                        "waiting for the Scheduler's answer to the {name} command (up to {}s; Ctrl-C leaves it queued)",
+                        wait.as_secs()
+                    );
                     hint = None;
                     continue;
                 }
-            },
-            _ => tokio::time::timeout_at(deadline, replies.next()).await,
-        };
-        let Ok(next) = next else {
-            anyhow::bail!(
-                "no answer to the {name} command (id {id}) within {}s: no Scheduler is running in \
-                 namespace {ns}, or it is busy. The command is not lost: it waits in {commands} and \
-                 is applied when a Scheduler runs (`shoal sessions --cluster` shows its session then)",
-                wait.as_secs()
-            );
-        };
-        let delivery = next
-            .context("the reply queue closed")?
-            .with_context(|| format!("reading {reply_to}"))?;
-        let message = bus.codec().decode(&delivery.payload);
-        delivery.ack().await?;
-        match message {
-            Ok(Message::CommandReply(reply)) if reply.id == id => {
-                return reply
-                    .result
-                    .map_err(|e| anyhow::anyhow!("the Scheduler refused the {name} command: {e}"));
-            }
-            Ok(_) => {
-                tracing::warn!(queue = %reply_to, "ignoring a message that is not the reply awaited")
-            }
-            Err(e) => {
-                tracing::warn!(queue = %reply_to, error = %e, "ignoring an unverifiable message")
+                Err(_) => anyhow::bail!(
+                    "no answer to the {name} command (id {id}) within {}s: no Scheduler is running in \
+                     namespace {ns}, or it is busy. The command is not lost: it waits in {commands} and \
+                     is applied when a Scheduler runs (`shoal sessions --cluster` shows its session then)",
+                    wait.as_secs()
+                ),
+                Ok(next) => next,
+            };
+            let delivery = next
+                .context("the reply queue closed")?
+                .with_context(|| format!("reading {reply_to}"))?;
+            let message = bus.codec().decode(&delivery.payload);
+            delivery.ack().await?;
+            match message {
+                Ok(Message::CommandReply(reply)) if reply.id == id => {
+                    return reply.result.map_err(|e| {
+                        anyhow::anyhow!("the Scheduler refused the {name} command: {e}")
+                    });
+                }
+                // A late answer to an earlier command of this client that gave up waiting.
+                Ok(_) => {
+                    tracing::warn!(queue = %reply_to, "ignoring a message that is not the reply awaited")
+                }
+                Err(e) => {
+                    tracing::warn!(queue = %reply_to, error = %e, "ignoring an unverifiable message")
+                }
             }
         }
     }

@@ -510,22 +510,6 @@ impl Inner {
         Ok(*self.in_flight.borrow_mut().entry(session).or_insert(f))
     }
 
-    /// Every session's jobs, done and all: those with a job that is not final have open work.
-    async fn session_counts(&self) -> Result<Vec<(SessionId, progress::Counts)>, ActorError> {
-        let mut out = Vec::new();
-        for s in self.store.sessions().await? {
-            let counts = self.store.state_counts(s.id).await?;
-            let total = counts.values().sum();
-            let done = counts
-                .iter()
-                .filter(|(st, _)| st.is_terminal())
-                .map(|(_, n)| n)
-                .sum();
-            out.push((s.id, progress::Counts { done, total }));
-        }
-        Ok(out)
-    }
-
     /// Declares a queue before the first publish to it, so requests wait in the queue for
     /// workers that have not started yet instead of failing.
     async fn ensure_queue(&self, name: &str) -> Result<(), ActorError> {

@@ -13,11 +13,32 @@ use shoal_bus::Bus;
 use shoal_model::message::Event;
 use shoal_model::{Message, SessionId};
 
+use super::Inner;
+use crate::ActorError;
+
 /// A session's jobs: those done (in a final state) and all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Counts {
     pub done: u64,
     pub total: u64,
+}
+
+impl Inner {
+    /// Every session's jobs, done and all: those with a job that is not final have open work.
+    pub(super) async fn session_counts(&self) -> Result<Vec<(SessionId, Counts)>, ActorError> {
+        let mut out = Vec::new();
+        for s in self.store.sessions().await? {
+            let counts = self.store.state_counts(s.id).await?;
+            let total = counts.values().sum();
+            let done = counts
+                .iter()
+                .filter(|(st, _)| st.is_terminal())
+                .map(|(_, n)| n)
+                .sum();
+            out.push((s.id, Counts { done, total }));
+        }
+        Ok(out)
+    }
 }
 
 /// What was last reported of each session.

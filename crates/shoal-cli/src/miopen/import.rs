@@ -64,13 +64,12 @@ pub fn new_config(c: &shoal_miopen::ConvConfig, tags: &[String]) -> NewConfig {
 const CHUNK: usize = shoal_model::command::MAX_CONFIGS_PER_COMMAND;
 
 /// Where imported configs go.
-#[derive(Clone, Copy)]
 pub enum ConfigSink<'a> {
     /// Written to a store (the local one).
     Store(&'a dyn Store),
     /// Sent to the cluster's Scheduler, `ImportConfigs` commands of at most [`CHUNK`] configs,
     /// each applied on its own: a file of any size goes in bounded messages.
-    Cluster(&'a dyn shoal_bus::Bus),
+    Cluster(crate::commands::CommandClient<'a>),
 }
 
 /// How `import` treats lines that cannot be parsed.
@@ -84,7 +83,7 @@ pub enum BadLines {
 
 /// Reads a file of driver lines, streaming, and imports its convolutions with `tags`.
 pub async fn import(
-    sink: ConfigSink<'_>,
+    mut sink: ConfigSink<'_>,
     file: &Path,
     tags: &[String],
     bad_lines: BadLines,
@@ -124,7 +123,7 @@ pub async fn import(
                 summary.expanded += usize::from(expanded);
                 chunk.extend(cs.iter().map(|c| new_config(c, tags)));
                 if chunk.len() >= CHUNK {
-                    write_chunk(sink, &mut chunk, &mut seen, &mut summary).await?;
+                    write_chunk(&mut sink, &mut chunk, &mut seen, &mut summary).await?;
                 }
             }
             Err(e) => {
@@ -134,7 +133,7 @@ pub async fn import(
             }
         }
     }
-    write_chunk(sink, &mut chunk, &mut seen, &mut summary).await?;
+    write_chunk(&mut sink, &mut chunk, &mut seen, &mut summary).await?;
     Ok((summary, ExitCode::SUCCESS))
 }
 
@@ -157,7 +156,7 @@ fn first_bad_line(file: &Path) -> anyhow::Result<Option<String>> {
 
 /// Writes a chunk of configs and counts them as imported or already present.
 async fn write_chunk(
-    sink: ConfigSink<'_>,
+    sink: &mut ConfigSink<'_>,
     chunk: &mut Vec<NewConfig>,
     seen: &mut std::collections::HashSet<u64>,
     summary: &mut ImportSummary,
@@ -181,7 +180,7 @@ async fn write_chunk(
                 }
             }
         }
-        ConfigSink::Cluster(bus) => {
+        ConfigSink::Cluster(client) => {
             // A key met before in this file is present: the command that carried it made it.
             let before = chunk.len();
             chunk.retain(|c| seen.insert(hash(c)));
@@ -190,7 +189,7 @@ async fn write_chunk(
                 let command = shoal_model::command::Command::ImportConfigs {
                     configs: std::mem::take(chunk),
                 };
-                match crate::commands::send(bus, command, crate::commands::WAIT).await? {
+                match client.send(command, crate::commands::WAIT).await? {
                     shoal_model::command::CommandOutcome::ConfigsImported { created, present } => {
                         summary.imported += created as usize;
                         summary.already_present += present as usize;

@@ -207,7 +207,7 @@ pub async fn import_configs(args: ImportArgs, db: &Path) -> anyhow::Result<ExitC
     let (summary, code) = if args.cluster {
         let bus = crate::connect::bus_from_env().await?;
         import::import(
-            import::ConfigSink::Cluster(&*bus),
+            import::ConfigSink::Cluster(crate::commands::CommandClient::open(&*bus).await?),
             &args.file,
             &tags,
             bad_lines,
