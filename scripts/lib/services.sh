@@ -328,30 +328,33 @@ shoal_role_db_grants() {
         # build records written by apply; builds() read before compiling; the outbox (requests
         # owed: written by apply, read by the sender, cleared once the broker confirmed).
         # Operators' commands (shoal tune --cluster: find/create the session, upsert configs,
-        # tags and the solver, insert jobs), each recorded once in command.
+        # tags and the solver, insert jobs), each recorded once in command; the files shipped
+        # with a spec (stored in parts, read back to check, forgotten when they do not hash).
         printf '%s\n' "SELECT, INSERT${t}session" "SELECT, INSERT, UPDATE${t}config" \
             "SELECT, INSERT, UPDATE${t}config_tag" "SELECT, INSERT, UPDATE${t}solver" \
             "SELECT, INSERT, UPDATE${t}job" \
             "INSERT${t}result" "SELECT, INSERT, UPDATE${t}build" "SELECT, INSERT, DELETE${t}outbox" \
             "SELECT, INSERT, UPDATE${t}worker" "SELECT, INSERT${t}command" \
-            "SELECT, INSERT${t}session_cancel"
+            "SELECT, INSERT${t}session_cancel" "SELECT, INSERT, DELETE${t}shipped_file_part"
         ;;
     compile)
-        # session (backend), put_artifact (INSERT … ON DUPLICATE KEY UPDATE hash = hash, which
+        # session (backend; a shipped spec's files), put_artifact (INSERT … ON DUPLICATE KEY UPDATE hash = hash, which
         # reads the column hash: SELECT on it, not on the bytes).
         printf '%s\n' "SELECT${t}session" "SELECT (hash), INSERT, UPDATE${t}artifact" \
-            "SELECT, INSERT, UPDATE${t}worker"
+            "SELECT, INSERT, UPDATE${t}worker" "SELECT${t}shipped_file_part"
         ;;
     eval)
-        # session (backend), job (is the attempt still current?), artifact (fetch).
+        # session (backend; a shipped spec's files), job (is the attempt still current?), artifact
+        # (fetch).
         printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}artifact" \
-            "SELECT, INSERT, UPDATE${t}worker"
+            "SELECT, INSERT, UPDATE${t}worker" "SELECT${t}shipped_file_part"
         ;;
     exporter)
         # session, final_results (job ⋈ config ⋈ solver ⟕ result); a MIOpen session's kernel
         # db from its jobs' artifacts.
         printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}config" "SELECT${t}solver" \
-            "SELECT${t}result" "SELECT${t}artifact" "SELECT, INSERT, UPDATE${t}worker"
+            "SELECT${t}result" "SELECT${t}artifact" "SELECT, INSERT, UPDATE${t}worker" \
+            "SELECT${t}shipped_file_part"
         ;;
     cli)
         # Reads only: in cluster mode what changes the schedule goes to the Scheduler as a
@@ -359,7 +362,8 @@ shoal_role_db_grants() {
         # (state_counts) and exports (final_results); status, sessions, workers, export read.
         printf '%s\n' "SELECT${t}session" "SELECT${t}config" "SELECT${t}config_tag" \
             "SELECT${t}solver" "SELECT${t}applicability" "SELECT${t}job" \
-            "SELECT${t}result" "SELECT${t}artifact" "SELECT${t}worker" "SELECT${t}session_cancel"
+            "SELECT${t}result" "SELECT${t}artifact" "SELECT${t}worker" "SELECT${t}session_cancel" \
+            "SELECT${t}shipped_file_part"
         ;;
     *) return 1 ;;
     esac

@@ -3,19 +3,23 @@
 //!
 //! Workers run only the commands of the spec stored with the session in the store (or MIOpen's
 //! `fin` configured on the worker), never a command string that arrives in a message: a request
-//! names a session and parameters, and this cache turns the session into its backend.
+//! names a session and parameters, and this cache turns the session into its backend. A spec
+//! shipped with its files (`shoal tune --cluster`) is read from its tree, written from the
+//! store on this host once ([`crate::shipped`]).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use shoal_backend::miopen::MiopenBackend;
 use shoal_backend::replay::ReplayTime;
 use shoal_backend::spec::{self, TuningSpec};
 use shoal_backend::SessionBackend;
+use shoal_model::shipped::SpecLocation;
 use shoal_model::{Backend, SessionId};
 use shoal_store::Store;
 
+use crate::shipped::{ShippedTrees, TreeError};
 use crate::ActorError;
 
 /// Session → backend.
@@ -25,6 +29,8 @@ pub struct SessionBackends {
     fin: PathBuf,
     /// How long replay sessions' answers take on this worker (`--replay-time`).
     replay_time: ReplayTime,
+    /// Where the specs of sessions loaded from shipped files are written on this host.
+    trees: ShippedTrees,
 }
 
 impl Default for SessionBackends {
@@ -40,12 +46,18 @@ impl SessionBackends {
             cache: Arc::default(),
             fin,
             replay_time: ReplayTime::Instant,
+            trees: ShippedTrees::default(),
         }
     }
 
     /// Where MIOpen's tuning handle is on this host.
     pub fn fin(&self) -> &std::path::Path {
         &self.fin
+    }
+
+    /// The shipped trees this process wrote (the command inbox shares them).
+    pub fn trees(&self) -> &ShippedTrees {
+        &self.trees
     }
 
     /// How long the answers of replay sessions this process loads from the store take.
@@ -80,9 +92,18 @@ impl SessionBackends {
                     max_candidates: u64::MAX,
                     ..spec::Limits::default()
                 };
-                let mut parsed =
-                    spec::parse_with(&info.info.spec, Path::new(&info.info.spec_path), &limits)
-                        .map_err(|e| ActorError::Other(format!("session {session}: {e}")))?;
+                let path = match SpecLocation::parse(&info.info.spec_path) {
+                    SpecLocation::Path(path) => PathBuf::from(path),
+                    SpecLocation::Shipped { tree, spec } => {
+                        let dir = self.trees.dir(store, &tree).await.map_err(|e| match e {
+                            TreeError::Store(e) => ActorError::Store(e),
+                            invalid => ActorError::Other(format!("session {session}: {invalid}")),
+                        })?;
+                        dir.join(spec)
+                    }
+                };
+                let mut parsed = spec::parse_with(&info.info.spec, &path, &limits)
+                    .map_err(|e| ActorError::Other(format!("session {session}: {e}")))?;
                 parsed.replay_time = self.replay_time;
                 SessionBackend::Command(Arc::new(parsed))
             }

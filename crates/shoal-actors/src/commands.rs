@@ -20,11 +20,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use shoal_backend::spec::{SpecError, TuningSpec};
 use shoal_bus::{Bus, QueueOptions};
 use shoal_model::command::{Command, CommandOutcome, CommandReply};
+use shoal_model::shipped::SpecLocation;
 use shoal_model::Message;
 use shoal_store::Store;
 
+use crate::shipped::{ShippedTrees, TreeError};
 use crate::shutdown::Signal;
 use crate::ActorError;
 
@@ -35,6 +38,8 @@ pub struct HostTools {
     pub fin: PathBuf,
     /// Where fin runs.
     pub scratch: PathBuf,
+    /// Where shipped specs are written (shared with the Scheduler's session backends).
+    pub trees: ShippedTrees,
 }
 
 /// Serves `<ns>.commands` until `stop`.
@@ -142,6 +147,31 @@ async fn answer(
     Ok(reply)
 }
 
+/// Loads the session and jobs of a parsed spec, the session recording `location` as where
+/// the spec is; a spec that did not parse is the reply.
+async fn load_spec(
+    store: &dyn Store,
+    parsed: Result<TuningSpec, SpecError>,
+    location: &SpecLocation,
+    device: (&str, u32),
+    reason: &str,
+    max_retries: u32,
+) -> shoal_store::Result<Result<CommandOutcome, String>> {
+    let spec = match parsed {
+        Ok(spec) => spec,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let identity = crate::load::session_for(&spec, location, device, reason, max_retries);
+    let loaded = crate::load::load(store, &spec, &identity).await?;
+    Ok(Ok(CommandOutcome::SpecLoaded {
+        session: loaded.session.id,
+        resumed: loaded.resumed,
+        jobs_total: loaded.jobs_total,
+        jobs_created: loaded.jobs_created,
+        builds: loaded.builds as u64,
+    }))
+}
+
 /// Applies one command: its outcome, or its own failure, told to the CLI and recorded (a spec
 /// that does not parse). A failure of the store is the outer `Err`: nothing is recorded, and
 /// the command is tried again ([`serve`] waits for the store).
@@ -159,20 +189,45 @@ async fn apply(
             reason,
             max_retries,
         } => {
-            let spec = match shoal_backend::spec::parse(spec_text, Path::new(spec_path)) {
-                Ok(spec) => spec,
-                Err(e) => return Ok(Err(e.to_string())),
-            };
-            let identity = crate::load::session_for(&spec, (arch, *num_cu), reason, *max_retries);
-            let loaded = crate::load::load(store, &spec, &identity).await?;
-            Ok(Ok(CommandOutcome::SpecLoaded {
-                session: loaded.session.id,
-                resumed: loaded.resumed,
-                jobs_total: loaded.jobs_total,
-                jobs_created: loaded.jobs_created,
-                builds: loaded.builds as u64,
-            }))
+            let location = SpecLocation::Path(spec_path.clone());
+            let device = (arch.as_str(), *num_cu);
+            let parsed = shoal_backend::spec::parse(spec_text, Path::new(spec_path));
+            load_spec(store, parsed, &location, device, reason, *max_retries).await
         }
+        Command::LoadShippedSpec {
+            tree,
+            spec,
+            arch,
+            num_cu,
+            reason,
+            max_retries,
+        } => {
+            let dir = match tools.trees.dir(store, tree).await {
+                Ok(dir) => dir,
+                Err(TreeError::Store(e)) => return Err(e),
+                Err(invalid) => return Ok(Err(invalid.to_string())),
+            };
+            let parsed = shoal_backend::spec::load(&dir.join(spec));
+            let location = SpecLocation::Shipped {
+                tree: tree.clone(),
+                spec: spec.clone(),
+            };
+            let device = (arch.as_str(), *num_cu);
+            load_spec(store, parsed, &location, device, reason, *max_retries).await
+        }
+        Command::PutFilePart {
+            sha256,
+            size,
+            part,
+            bytes,
+        } => Ok(
+            crate::shipped::store_part(store, sha256, *size, *part, bytes)
+                .await?
+                .map(|complete| CommandOutcome::FilePartStored { complete }),
+        ),
+        Command::MissingFiles { files } => Ok(Ok(CommandOutcome::FilesMissing {
+            sha256: crate::shipped::missing(store, files).await?,
+        })),
         Command::CreateSession { identity } => {
             if let Some(s) = store.find_session(identity).await? {
                 return Ok(Ok(CommandOutcome::SessionReady {

@@ -27,6 +27,7 @@ pub mod monitor;
 pub mod presence;
 mod restart;
 pub mod scheduler;
+pub mod shipped;
 pub mod shutdown;
 pub mod supervise;
 pub mod topology;

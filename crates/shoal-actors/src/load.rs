@@ -5,6 +5,7 @@
 
 use sha2::{Digest, Sha256};
 use shoal_backend::spec::TuningSpec;
+use shoal_model::shipped::SpecLocation;
 use shoal_model::{NewConfig, NewJob, NewSession, NewSolver, Session, Step};
 use shoal_store::{Store, StoreError};
 
@@ -17,9 +18,12 @@ pub struct Loaded {
     pub builds: usize,
 }
 
-/// The session identity of a spec on a device kind (`arch`, `num_cu`).
+/// The session identity of a spec on a device kind (`arch`, `num_cu`), read from
+/// `location` (its path on this host, or its place in a shipped tree, which is what every
+/// host reads it from).
 pub fn session_for(
     spec: &TuningSpec,
+    location: &SpecLocation,
     (arch, num_cu): (&str, u32),
     reason: &str,
     max_retries: u32,
@@ -31,7 +35,7 @@ pub fn session_for(
         num_cu,
         backend: shoal_model::Backend::Command,
         spec: spec.source_text.clone(),
-        spec_path: spec.absolute_path().display().to_string(),
+        spec_path: location.to_string(),
         library_version: format!("spec-sha256:{}", &digest[..16]),
         driver_version: String::new(),
         max_retries,

@@ -227,6 +227,7 @@ fn spawn_scheduler(
             let tools = crate::commands::HostTools {
                 fin: p.backends.fin().to_path_buf(),
                 scratch: work_dir.join("fin"),
+                trees: p.backends.trees().clone(),
             };
             supervise(
                 "scheduler.commands".into(),

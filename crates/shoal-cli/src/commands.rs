@@ -81,20 +81,36 @@ impl<'b> CommandClient<'b> {
         })
     }
 
+    /// The namespace the commands go to.
+    pub fn namespace(&self) -> String {
+        self.bus.namespace().to_string()
+    }
+
+    /// The commands queue.
+    pub fn commands_queue(&self) -> &str {
+        &self.commands
+    }
+
     /// [`send`] on this client's queues.
     pub async fn send(
         &mut self,
         command: Command,
         wait: Duration,
     ) -> anyhow::Result<CommandOutcome> {
-        let (bus, commands, reply_to) = (self.bus, &self.commands, &self.reply_to);
-        let ns = bus.namespace();
+        let (id, name) = self.publish(command).await?;
+        self.wait_for(&id, name, wait).await
+    }
+
+    /// Publishes `command` without waiting for its answer: its id and name. Commands of one
+    /// client are applied in the order published.
+    pub async fn publish(&mut self, command: Command) -> anyhow::Result<(String, &'static str)> {
+        let (bus, commands) = (self.bus, &self.commands);
         let request = CommandRequest {
             id: random_hex(16),
-            reply_to: reply_to.clone(),
+            reply_to: self.reply_to.clone(),
             command,
         };
-        if let Some(problem) = request.problem(ns) {
+        if let Some(problem) = request.problem(bus.namespace()) {
             anyhow::bail!("{}: {problem}", request.command.name());
         }
         let name = request.command.name();
@@ -106,12 +122,26 @@ impl<'b> CommandClient<'b> {
         .await
         .with_context(|| format!("publishing the {name} command to {commands}"))?;
         tracing::debug!(%id, command = name, queue = %commands, "command published");
+        Ok((id, name))
+    }
+
+    /// Waits up to `wait` for the answer to the command `id`: `Err` when the Scheduler refused
+    /// or failed it, or [`NoAnswer`] when no answer came in time.
+    pub async fn wait_for(
+        &mut self,
+        id: &str,
+        name: &'static str,
+        wait: Duration,
+    ) -> anyhow::Result<CommandOutcome> {
+        let (bus, reply_to) = (self.bus, &self.reply_to);
         let deadline = tokio::time::Instant::now() + wait;
         // A Scheduler answers within a moment; past that, say what the wait is for.
         let mut hint = Some(tokio::time::Instant::now() + PATIENCE);
         loop {
             let until = hint.filter(|at| *at < deadline);
-            let next = match tokio::time::timeout_at(until.unwrap_or(deadline), self.replies.next()).await {
+            let next = match tokio::time::timeout_at(until.unwrap_or(deadline), self.replies.next())
+                .await
+            {
                 Err(_) if until.is_some() => {
                     eprintln!(
                         "waiting for the Scheduler's answer to the {name} command (up to {}s; Ctrl-C leaves it queued)",
@@ -120,12 +150,16 @@ impl<'b> CommandClient<'b> {
                     hint = None;
                     continue;
                 }
-                Err(_) => anyhow::bail!(
-                    "no answer to the {name} command (id {id}) within {}s: no Scheduler is running in \
-                     namespace {ns}, or it is busy. The command is not lost: it waits in {commands} and \
-                     is applied when a Scheduler runs (`shoal sessions --cluster` shows its session then)",
-                    wait.as_secs()
-                ),
+                Err(_) => {
+                    return Err(NoAnswer {
+                        name,
+                        id: id.to_string(),
+                        waited: wait,
+                        namespace: bus.namespace().to_string(),
+                        queue: self.commands.clone(),
+                    }
+                    .into())
+                }
                 Ok(next) => next,
             };
             let delivery = next
@@ -139,9 +173,10 @@ impl<'b> CommandClient<'b> {
                         anyhow::anyhow!("the Scheduler refused the {name} command: {e}")
                     });
                 }
-                // A late answer to an earlier command of this client that gave up waiting.
+                // A late answer to an earlier command of this client that gave up waiting, or
+                // to one published without waiting.
                 Ok(_) => {
-                    tracing::warn!(queue = %reply_to, "ignoring a message that is not the reply awaited")
+                    tracing::debug!(queue = %reply_to, "ignoring a reply not awaited")
                 }
                 Err(e) => {
                     tracing::warn!(queue = %reply_to, error = %e, "ignoring an unverifiable message")
@@ -149,4 +184,21 @@ impl<'b> CommandClient<'b> {
             }
         }
     }
+}
+
+/// No answer to a command in time: no Scheduler runs, or it is busy. The command waits in the
+/// durable commands queue all the same.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no answer to the {name} command (id {id}) within {}s: no Scheduler is running in \
+     namespace {namespace}, or it is busy. The command is not lost: it waits in {queue} and \
+     is applied when a Scheduler runs (`shoal sessions --cluster` shows its session then)",
+    waited.as_secs()
+)]
+pub struct NoAnswer {
+    pub name: &'static str,
+    pub id: String,
+    pub waited: Duration,
+    pub namespace: String,
+    pub queue: String,
 }

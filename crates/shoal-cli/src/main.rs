@@ -17,6 +17,7 @@ mod logging;
 mod metrics_endpoint;
 mod miopen;
 mod run;
+mod ship;
 mod signals;
 mod status;
 mod store_open;

@@ -1,5 +1,6 @@
 //! `shoal tune`: one command from a spec to a tuned table, in the embedded mode.
 
+use shoal_model::shipped::SpecLocation;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -28,8 +29,10 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     }
     let store = open_migrated(db).await?;
     let device = choose_device(&spec, args.device.as_deref(), args.devices)?;
+    let location = SpecLocation::Path(spec.absolute_path().display().to_string());
     let identity = shoal_actors::load::session_for(
         &spec,
+        &location,
         (&device.arch, device.num_cu),
         &args.reason,
         args.max_retries,

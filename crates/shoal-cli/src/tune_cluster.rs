@@ -1,5 +1,6 @@
 //! `shoal tune --cluster`: the same spec, session and jobs as the embedded mode, loaded by the
-//! cluster's Scheduler on this process's command (`LoadSpec`, see `crate::commands`): this
+//! cluster's Scheduler on this process's command (`LoadShippedSpec`, see `crate::commands`),
+//! the spec shipped with its files (`crate::ship`) so that no other host needs them: this
 //! process writes nothing to the store. The running workers do the work, and this process
 //! watches the store and exports, which only reads it.
 //!
@@ -37,16 +38,25 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
     if let Some(n) = args.num_cu {
         device.num_cu = n;
     }
-    let command = Command::LoadSpec {
-        spec_text: spec.source_text.clone(),
-        spec_path: spec.absolute_path().display().to_string(),
+    let shipment = crate::ship::gather(&spec)?;
+    let wait = Duration::from_secs(args.reply_timeout);
+    let mut client = crate::commands::CommandClient::open(&*bus).await?;
+    let command = Command::LoadShippedSpec {
+        tree: shipment.tree.address(),
+        spec: shipment.spec.clone(),
         arch: device.arch.clone(),
         num_cu: device.num_cu,
         reason: args.reason.clone(),
         max_retries: args.max_retries,
     };
-    let wait = Duration::from_secs(args.reply_timeout);
-    let outcome = crate::commands::send(&*bus, command, wait).await?;
+    let (outcome, files, bytes) =
+        crate::ship::send_and_load(&mut client, &shipment, command, wait).await?;
+    if files > 0 {
+        eprintln!(
+            "shipped {files} of the spec's {} files ({bytes} bytes) to the cluster",
+            shipment.tree.files().len()
+        );
+    }
     let CommandOutcome::SpecLoaded {
         session,
         resumed,

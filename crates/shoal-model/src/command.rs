@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{NewConfig, NewSession, NewSolver, SessionId};
+use crate::{shipped, NewConfig, NewSession, NewSolver, SessionId};
 
 /// The longest command id accepted: 32 hex digits (128 random bits) is what the CLI writes.
 pub const MAX_COMMAND_ID: usize = 64;
@@ -86,6 +86,27 @@ pub enum Command {
     /// Cancel a session: work not under way is skipped, and none is started; builds and
     /// timings under way finish (`shoal session cancel`).
     CancelSession { session: SessionId },
+    /// Store one part of a file shipped with a spec (`crate::shipped`): the file is named by
+    /// its address and size, and the part by its index; its bytes are exactly
+    /// [`crate::shipped::part_len`]. Storing a part stored before changes nothing.
+    PutFilePart {
+        sha256: String,
+        size: u64,
+        part: u32,
+        bytes: Vec<u8>,
+    },
+    /// Which of these files (address, size) the store lacks, so that only those are sent.
+    MissingFiles { files: Vec<(String, u64)> },
+    /// `LoadSpec` for a spec shipped with its files: the tree (`crate::shipped::Tree`) at
+    /// address `tree` must be stored, and each of its files; the spec is the file at `spec`.
+    LoadShippedSpec {
+        tree: String,
+        spec: String,
+        arch: String,
+        num_cu: u32,
+        reason: String,
+        max_retries: u32,
+    },
 }
 
 impl Command {
@@ -99,6 +120,9 @@ impl Command {
             Command::LoadJobs { .. } => "load-jobs",
             Command::UpdateApplicability { .. } => "update-applicability",
             Command::CancelSession { .. } => "cancel-session",
+            Command::PutFilePart { .. } => "put-file-part",
+            Command::MissingFiles { .. } => "missing-files",
+            Command::LoadShippedSpec { .. } => "load-shipped-spec",
         }
     }
 }
@@ -149,6 +173,12 @@ pub enum CommandOutcome {
         /// It was cancelled before.
         already: bool,
     },
+    FilePartStored {
+        /// Every part of the file is stored, and together they hash to its address.
+        complete: bool,
+    },
+    /// The addresses of the files asked about that the store lacks.
+    FilesMissing { sha256: Vec<String> },
 }
 
 /// The answer to one command: its outcome, or why it was refused or failed.
@@ -191,6 +221,52 @@ impl CommandRequest {
                     "{} configs in one command; at most {MAX_CONFIGS_PER_COMMAND} (send the rest in others)",
                     configs.len()
                 ))
+            }
+            Command::PutFilePart {
+                sha256,
+                size,
+                part,
+                bytes,
+            } => {
+                if !shipped::is_address(sha256) {
+                    return Some(format!("{sha256:?} is not a file's sha256 address"));
+                }
+                if *size > shipped::MAX_FILE_BYTES {
+                    return Some(format!(
+                        "a file of {size} bytes; a shipped file has at most {}",
+                        shipped::MAX_FILE_BYTES
+                    ));
+                }
+                match shipped::part_len(*size, *part) {
+                    None => Some(format!(
+                        "part {part} of a file of {size} bytes, which has {} parts",
+                        shipped::parts(*size)
+                    )),
+                    Some(len) if len != bytes.len() => Some(format!(
+                        "part {part} of a file of {size} bytes has {len} bytes, not {}",
+                        bytes.len()
+                    )),
+                    Some(_) => None,
+                }
+            }
+            Command::MissingFiles { files } => {
+                if files.len() > shipped::MAX_TREE_FILES + 1 {
+                    return Some(format!(
+                        "{} files asked about; at most {}",
+                        files.len(),
+                        shipped::MAX_TREE_FILES + 1
+                    ));
+                }
+                files
+                    .iter()
+                    .find(|(sha, _)| !shipped::is_address(sha))
+                    .map(|(sha, _)| format!("{sha:?} is not a file's sha256 address"))
+            }
+            Command::LoadShippedSpec { tree, spec, .. } => {
+                if !shipped::is_address(tree) {
+                    return Some(format!("{tree:?} is not a tree's sha256 address"));
+                }
+                shipped::path_problem(spec).map(|p| format!("the spec's path: {p}"))
             }
             _ => None,
         }
@@ -257,5 +333,47 @@ mod tests {
             configs: (0..=MAX_CONFIGS_PER_COMMAND).map(config).collect(),
         };
         assert!(import.problem(&ns).unwrap().contains("at most"));
+    }
+
+    #[test]
+    fn a_file_part_must_be_exactly_the_part_it_names() {
+        let ns = Namespace::new("shoal").unwrap();
+        let part = |sha256: &str, size: u64, part: u32, len: usize| CommandRequest {
+            id: "p1".into(),
+            reply_to: ns.reply_queue("c"),
+            command: Command::PutFilePart {
+                sha256: sha256.into(),
+                size,
+                part,
+                bytes: vec![7; len],
+            },
+        };
+        let sha = shipped::sha256_hex(b"x");
+        let big = shipped::PART_BYTES as u64 + 5;
+        assert_eq!(part(&sha, big, 0, shipped::PART_BYTES).problem(&ns), None);
+        assert_eq!(part(&sha, big, 1, 5).problem(&ns), None);
+        assert_eq!(part(&sha, 0, 0, 0).problem(&ns), None);
+        for (bad, why) in [
+            (part(&sha, big, 1, 6), "has 5 bytes"),
+            (part(&sha, big, 2, 0), "which has 2 parts"),
+            (part("XYZ", 1, 0, 1), "not a file's sha256"),
+            (
+                part(&sha, shipped::MAX_FILE_BYTES + 1, 0, shipped::PART_BYTES),
+                "at most",
+            ),
+        ] {
+            let p = bad.problem(&ns).unwrap();
+            assert!(p.contains(why), "{p}");
+        }
+        let mut load = part(&sha, 1, 0, 1);
+        load.command = Command::LoadShippedSpec {
+            tree: sha.clone(),
+            spec: "../spec.toml".into(),
+            arch: "x86_64".into(),
+            num_cu: 2,
+            reason: "t".into(),
+            max_retries: 0,
+        };
+        assert!(load.problem(&ns).unwrap().contains("spec's path"));
     }
 }

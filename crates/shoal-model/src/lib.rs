@@ -25,6 +25,7 @@ pub mod queue;
 pub mod record;
 pub mod repeats;
 pub mod search;
+pub mod shipped;
 pub mod state;
 pub mod steps;
 pub use steps::Step;

@@ -68,6 +68,9 @@ fn name(m: &Message) -> &'static str {
             Command::LoadJobs { .. } => "command.load_jobs",
             Command::UpdateApplicability { .. } => "command.update_applicability",
             Command::CancelSession { .. } => "command.cancel_session",
+            Command::PutFilePart { .. } => "command.put_file_part",
+            Command::MissingFiles { .. } => "command.missing_files",
+            Command::LoadShippedSpec { .. } => "command.load_shipped_spec",
         },
         Message::CommandReply(r) => match r.result {
             Ok(CommandOutcome::SpecLoaded { .. }) => "command_reply.spec_loaded",
@@ -76,6 +79,8 @@ fn name(m: &Message) -> &'static str {
             Ok(CommandOutcome::SolversUpdated { .. }) => "command_reply.solvers_updated",
             Ok(CommandOutcome::JobsLoaded { .. }) => "command_reply.jobs_loaded",
             Ok(CommandOutcome::SessionCancelled { .. }) => "command_reply.session_cancelled",
+            Ok(CommandOutcome::FilePartStored { .. }) => "command_reply.file_part_stored",
+            Ok(CommandOutcome::FilesMissing { .. }) => "command_reply.files_missing",
             Ok(CommandOutcome::ApplicabilityUpdated { .. }) => {
                 "command_reply.applicability_updated"
             }
@@ -285,6 +290,30 @@ fn samples() -> Vec<Message> {
             candidates: 120,
             created: 120,
             not_applicable_skipped: 8,
+        }),
+        command(Command::PutFilePart {
+            sha256: "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae".into(),
+            size: 3,
+            part: 0,
+            bytes: b"foo".to_vec(),
+        }),
+        reply(CommandOutcome::FilePartStored { complete: true }),
+        command(Command::MissingFiles {
+            files: vec![(
+                "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae".into(),
+                3,
+            )],
+        }),
+        reply(CommandOutcome::FilesMissing {
+            sha256: vec!["2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae".into()],
+        }),
+        command(Command::LoadShippedSpec {
+            tree: "fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9".into(),
+            spec: "examples/cpu-gemm/spec.toml".into(),
+            arch: "x86_64".into(),
+            num_cu: 2,
+            reason: "nightly".into(),
+            max_retries: 2,
         }),
     ]
 }

@@ -84,6 +84,7 @@ macro_rules! store_conformance_tests {
             finish_times_list_ended_jobs_oldest_first,
             the_first_reply_of_a_command_is_kept,
             a_cancelled_session_stays_cancelled,
+            a_shipped_file_is_whole_only_with_every_part,
         );
     };
 }

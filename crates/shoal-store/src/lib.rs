@@ -28,6 +28,7 @@ pub mod conformance;
 pub mod mysql;
 pub mod outbox;
 mod presence;
+mod shipped;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -177,6 +178,24 @@ macro_rules! delegating_store {
         }
         async fn cancelled_sessions(&self) -> $crate::Result<Vec<$crate::__model::SessionId>> {
             self.$field.cancelled_sessions().await
+        }
+        async fn put_file_part(
+            &self,
+            sha256: &str,
+            size: u64,
+            part: u32,
+            bytes: &[u8],
+        ) -> $crate::Result<()> {
+            self.$field.put_file_part(sha256, size, part, bytes).await
+        }
+        async fn file_parts_stored(&self, sha256: &str) -> $crate::Result<u32> {
+            self.$field.file_parts_stored(sha256).await
+        }
+        async fn shipped_file(&self, sha256: &str) -> $crate::Result<Option<Vec<u8>>> {
+            self.$field.shipped_file(sha256).await
+        }
+        async fn forget_file(&self, sha256: &str) -> $crate::Result<()> {
+            self.$field.forget_file(sha256).await
         }
             }
     };
@@ -418,4 +437,15 @@ pub trait Store: Send + Sync + 'static {
     async fn cancel_session(&self, session: SessionId, cancelled_ms: i64) -> Result<bool>;
     /// Every cancelled session, by id.
     async fn cancelled_sessions(&self) -> Result<Vec<SessionId>>;
+
+    /// Stores one part of a file shipped with a spec (`shoal_model::shipped`), of the file
+    /// `sha256` of `size` bytes; a part stored before is kept as it was.
+    async fn put_file_part(&self, sha256: &str, size: u64, part: u32, bytes: &[u8]) -> Result<()>;
+    /// How many parts of the file `sha256` are stored.
+    async fn file_parts_stored(&self, sha256: &str) -> Result<u32>;
+    /// The file `sha256`, its parts joined, when every part is stored; `None` otherwise. Its
+    /// hash is not checked here: the caller checks it.
+    async fn shipped_file(&self, sha256: &str) -> Result<Option<Vec<u8>>>;
+    /// Forgets every stored part of `sha256` (parts that did not hash to it).
+    async fn forget_file(&self, sha256: &str) -> Result<()>;
 }

@@ -89,6 +89,7 @@ impl World {
         let tools = HostTools {
             fin: "/nonexistent/fin".into(),
             scratch: self.dir.path().join("fin"),
+            trees: Default::default(),
         };
         let task = tokio::spawn(serve(
             self.store.clone(),

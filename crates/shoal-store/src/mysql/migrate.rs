@@ -35,6 +35,10 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
         7,
         include_str!("../../../../schemas/mysql/0007_session_cancel.sql"),
     ),
+    (
+        8,
+        include_str!("../../../../schemas/mysql/0008_shipped_file.sql"),
+    ),
 ];
 
 /// How long `migrate` waits for another process's migration to finish, in seconds.

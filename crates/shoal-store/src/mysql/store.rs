@@ -267,4 +267,47 @@ impl Store for MysqlStore {
         })
         .await
     }
+
+    async fn put_file_part(&self, sha256: &str, size: u64, part: u32, bytes: &[u8]) -> Result<()> {
+        self.run("storing a part of a shipped file", |mut c| {
+            let (sha256, bytes) = (sha256.to_string(), bytes.to_vec());
+            async move {
+                use mysql_async::prelude::Queryable;
+                c.exec_drop(crate::shipped::INSERT_MYSQL, (sha256, part, size, bytes))
+                    .await?;
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    async fn file_parts_stored(&self, sha256: &str) -> Result<u32> {
+        self.run("counting a shipped file's parts", |mut c| async move {
+            use mysql_async::prelude::Queryable;
+            let n: Option<u32> = c.exec_first(crate::shipped::COUNT, (sha256,)).await?;
+            Ok(n.unwrap_or(0))
+        })
+        .await
+    }
+
+    async fn shipped_file(&self, sha256: &str) -> Result<Option<Vec<u8>>> {
+        let parts: Vec<(u32, u64, Vec<u8>)> = self
+            .run("reading a shipped file", |mut c| async move {
+                use mysql_async::prelude::Queryable;
+                let parts: Vec<(u32, u64, Vec<u8>)> =
+                    c.exec(crate::shipped::SELECT, (sha256,)).await?;
+                Ok(parts)
+            })
+            .await?;
+        Ok(crate::shipped::join(parts))
+    }
+
+    async fn forget_file(&self, sha256: &str) -> Result<()> {
+        self.run("forgetting a shipped file", |mut c| async move {
+            use mysql_async::prelude::Queryable;
+            c.exec_drop(crate::shipped::DELETE, (sha256,)).await?;
+            Ok(())
+        })
+        .await
+    }
 }

@@ -75,6 +75,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         8,
         include_str!("../../../../schemas/sqlite/0008_session_cancel.sql"),
     ),
+    (
+        9,
+        include_str!("../../../../schemas/sqlite/0009_shipped_file.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
@@ -551,6 +555,55 @@ impl Store for SqliteStore {
             c.prepare_cached(crate::commands::INSERT_SQLITE)
                 .and_then(|mut st| st.execute(params![id, json, applied_ms]))
                 .ctx("recording a command's reply")?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn put_file_part(&self, sha256: &str, size: u64, part: u32, bytes: &[u8]) -> Result<()> {
+        let (sha256, bytes) = (sha256.to_string(), bytes.to_vec());
+        self.run("storing a part of a shipped file", move |c| {
+            c.prepare_cached(crate::shipped::INSERT_SQLITE)
+                .and_then(|mut st| st.execute(params![sha256, part, size as i64, bytes]))
+                .ctx("storing a part of a shipped file")?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn file_parts_stored(&self, sha256: &str) -> Result<u32> {
+        let sha256 = sha256.to_string();
+        self.run("counting a shipped file's parts", move |c| {
+            c.prepare_cached(crate::shipped::COUNT)
+                .and_then(|mut st| st.query_row(params![sha256], |r| r.get::<_, u32>(0)))
+                .ctx("counting a shipped file's parts")
+        })
+        .await
+    }
+
+    async fn shipped_file(&self, sha256: &str) -> Result<Option<Vec<u8>>> {
+        let sha256 = sha256.to_string();
+        self.run("reading a shipped file", move |c| {
+            let parts = c
+                .prepare_cached(crate::shipped::SELECT)
+                .and_then(|mut st| {
+                    st.query_map(params![sha256], |r| {
+                        Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)? as u64, r.get(2)?))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .ctx("reading a shipped file")?;
+            Ok(crate::shipped::join(parts))
+        })
+        .await
+    }
+
+    async fn forget_file(&self, sha256: &str) -> Result<()> {
+        let sha256 = sha256.to_string();
+        self.run("forgetting a shipped file", move |c| {
+            c.prepare_cached(crate::shipped::DELETE)
+                .and_then(|mut st| st.execute(params![sha256]))
+                .ctx("forgetting a shipped file")?;
             Ok(())
         })
         .await
