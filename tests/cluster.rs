@@ -62,12 +62,15 @@ fn tune_in_cluster(cluster: &Cluster, dir: &Path) -> String {
 }
 
 fn tune_command(cluster: &Cluster, dir: &Path) -> Command {
-    let spec = common::fixture("faulty/spec.toml");
+    tune_spec_command(cluster, dir, &common::fixture("faulty/spec.toml"))
+}
+
+fn tune_spec_command(cluster: &Cluster, dir: &Path, spec: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
     cmd.current_dir(dir)
         .env("RUST_LOG", "warn")
         .args(["tune", "--cluster", "--out", "out"])
-        .arg(&spec);
+        .arg(spec);
     cluster.env(&mut cmd);
     cmd
 }
@@ -116,9 +119,17 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port().to_string()
     };
+    // The operator's spec is on the operator's machine only: a copy that is gone before any
+    // Scheduler or worker starts, so they can read it only from what `tune --cluster` shipped.
+    let checkout = dir.path().join("operator");
+    std::fs::create_dir_all(&checkout).unwrap();
+    for file in ["spec.toml", "kernel.c"] {
+        std::fs::copy(common::fixture("faulty").join(file), checkout.join(file)).unwrap();
+    }
+    let spec = checkout.join("spec.toml");
     // The operator's commands come first, while no Scheduler runs. One that gives up waiting
     // says that its command is not lost...
-    let given_up = tune_command(&cluster, dir.path())
+    let given_up = tune_spec_command(&cluster, dir.path(), &spec)
         .args(["--reply-timeout", "1"])
         .output()
         .unwrap();
@@ -130,7 +141,7 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
     );
     // ... and one that waits gets its answer once a Scheduler starts. The first command is
     // applied first: it makes the session, and the second finds it (one session in all).
-    let mut tune = tune_command(&cluster, dir.path())
+    let mut tune = tune_spec_command(&cluster, dir.path(), &spec)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -140,6 +151,7 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
         tune.try_wait().unwrap().is_none(),
         "tune --cluster ended with no Scheduler to answer it"
     );
+    std::fs::rename(&checkout, dir.path().join("operator-gone")).unwrap();
     cluster.start_worker(
         "scheduler",
         &[],
@@ -173,6 +185,9 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stderr.contains("session 1 (resumed)"), "{stderr}");
     check_results(&cluster, dir.path(), &stdout);
+    let spec_path = &cluster.store().sessions()[0].info.spec_path;
+    assert!(spec_path.starts_with("shipped:"), "{spec_path}");
+    assert!(spec_path.ends_with("/spec.toml"), "{spec_path}");
     // The fleet view: every worker process reports itself, live, with its roles.
     let mut table = Command::new(env!("CARGO_BIN_EXE_shoal"));
     table.current_dir(dir.path()).args(["workers", "--cluster"]);

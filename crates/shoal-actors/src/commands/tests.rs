@@ -376,3 +376,116 @@ async fn a_command_waits_out_a_store_outage_and_no_longer() {
     assert!(gave_up.is_err());
     assert!(t0.elapsed() >= Duration::from_secs(20) && t0.elapsed() < Duration::from_secs(26));
 }
+
+#[tokio::test]
+async fn a_spec_shipped_with_its_files_is_loaded_from_them_and_read_back_anywhere() {
+    use shoal_model::shipped::{sha256_hex, Tree, TreeFile};
+    let mut w = world().await;
+    let spec_text = format!("sources = [\"../src/k.c\"]\n{SPEC}");
+    let source = b"int main(void){return 0;}\n".to_vec();
+    let entry = |path: &str, bytes: &[u8]| TreeFile {
+        path: path.into(),
+        sha256: sha256_hex(bytes),
+        size: bytes.len() as u64,
+        executable: false,
+    };
+    let tree = Tree::new(vec![
+        entry("specs/spec.toml", spec_text.as_bytes()),
+        entry("src/k.c", &source),
+    ])
+    .unwrap();
+    let listing = tree.encode();
+    let reply_to = w.reply_to.clone();
+    let request = |id: &str, command: Command| CommandRequest {
+        id: id.into(),
+        reply_to: reply_to.clone(),
+        command,
+    };
+    let asked: Vec<(String, u64)> = tree
+        .files()
+        .iter()
+        .map(|f| (f.sha256.clone(), f.size))
+        .chain([(tree.address(), listing.len() as u64)])
+        .collect();
+    let load = |id: &str, address: String| {
+        request(
+            id,
+            Command::LoadShippedSpec {
+                tree: address,
+                spec: "specs/spec.toml".into(),
+                arch: "x86_64".into(),
+                num_cu: 2,
+                reason: "test".into(),
+                max_retries: 0,
+            },
+        )
+    };
+    // Before any file: all missing, and a load names what is not stored.
+    w.send(&request(
+        "m1",
+        Command::MissingFiles {
+            files: asked.clone(),
+        },
+    ))
+    .await;
+    w.send(&load("l0", tree.address())).await;
+    let replies = w.serve_for(2).await;
+    assert_eq!(
+        replies[0].result,
+        Ok(CommandOutcome::FilesMissing {
+            sha256: asked.iter().map(|(s, _)| s.clone()).collect()
+        })
+    );
+    let err = replies[1].result.clone().unwrap_err();
+    assert!(err.contains("not stored whole"), "{err}");
+    for (i, bytes) in [spec_text.as_bytes(), &source, &listing].iter().enumerate() {
+        w.send(&request(
+            &format!("p{i}"),
+            Command::PutFilePart {
+                sha256: sha256_hex(bytes),
+                size: bytes.len() as u64,
+                part: 0,
+                bytes: bytes.to_vec(),
+            },
+        ))
+        .await;
+    }
+    w.send(&request("m2", Command::MissingFiles { files: asked }))
+        .await;
+    w.send(&load("l1", tree.address())).await;
+    let replies = w.serve_for(5).await;
+    for stored in &replies[..3] {
+        assert_eq!(
+            stored.result,
+            Ok(CommandOutcome::FilePartStored { complete: true })
+        );
+    }
+    assert_eq!(
+        replies[3].result,
+        Ok(CommandOutcome::FilesMissing { sha256: vec![] })
+    );
+    let Ok(CommandOutcome::SpecLoaded {
+        session,
+        jobs_total,
+        ..
+    }) = replies[4].result
+    else {
+        panic!("{:?}", replies[4]);
+    };
+    assert_eq!(jobs_total, 6);
+    let info = w.store.session(session).await.unwrap().unwrap().info;
+    assert_eq!(
+        info.spec_path,
+        format!("shipped:{}/specs/spec.toml", tree.address())
+    );
+    // Another process (a worker) reads the spec from the tree it writes from the store: the
+    // source it hashes is the shipped one.
+    // (The tree's directory lives as long as the process's backends.)
+    let backends = crate::backends::SessionBackends::default();
+    let spec = backends.spec(&*w.store, session).await.unwrap();
+    assert_eq!(
+        spec.source_hashes,
+        vec![("../src/k.c".into(), sha256_hex(&source))]
+    );
+    assert!(spec.dir.join("../src/k.c").exists());
+}
