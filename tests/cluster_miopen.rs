@@ -29,10 +29,17 @@ fn standin_fin() -> PathBuf {
 /// key only: no database URL at all, so a command that tried to write (or read) the store
 /// would fail.
 fn operator(cluster: &Cluster, dir: &Path, args: &[&str]) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
-    cmd.current_dir(dir).env("RUST_LOG", "warn").args(args);
-    cluster.env(&mut cmd).env_remove("SHOAL_DB");
+    let mut cmd = operator_command(cluster, dir);
+    cmd.args(args);
     String::from_utf8(common::run_ok(&mut cmd).stdout).unwrap()
+}
+
+/// A CLI process with the cluster's broker settings and no database URL.
+fn operator_command(cluster: &Cluster, dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    cmd.current_dir(dir).env("RUST_LOG", "warn");
+    cluster.env(&mut cmd).env_remove("SHOAL_DB");
+    cmd
 }
 
 #[test]
@@ -207,6 +214,73 @@ fn a_miopen_session_loaded_by_commands_is_tuned_by_the_workers() {
         find_db.lines().count(),
         3,
         "one line per config:\n{find_db}"
+    );
+
+    // With options: the find db only, merged into a base on the exporter's host that has one
+    // problem the session did not tune.
+    let base = exports.join("shipped");
+    std::fs::create_dir_all(&base).unwrap();
+    let first = find_db.lines().next().unwrap();
+    let (key, records) = first.split_once('=').unwrap();
+    let other_key = format!("{key}-elsewhere");
+    std::fs::write(
+        base.join("gfx90a6e.HIP.fdb.txt"),
+        format!("{other_key}={records}\n"),
+    )
+    .unwrap();
+    operator(
+        &cluster,
+        d,
+        &[
+            "export",
+            "--session",
+            "1",
+            "--cluster",
+            "--find-db",
+            "-t",
+            "net",
+            "--base",
+            "shipped",
+            "-o",
+            "merged",
+        ],
+    );
+    let merged = exports.join("merged/gfx90a6e.HIP.fdb.txt");
+    let t0 = Instant::now();
+    while !merged.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the exporter wrote no merged find db:\n{}",
+            cluster.log("exporter")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let merged_text = std::fs::read_to_string(&merged).unwrap();
+    assert_eq!(merged_text.lines().count(), 4, "{merged_text}");
+    assert!(merged_text.contains(&other_key), "{merged_text}");
+    assert!(
+        !exports.join("merged/gfx90a6e.db").exists(),
+        "only the find db was asked for"
+    );
+    // A base outside the export directory is refused by the CLI, before anything is sent.
+    let mut outside = operator_command(&cluster, d);
+    outside.args([
+        "export",
+        "--session",
+        "1",
+        "--cluster",
+        "--find-db",
+        "--base",
+        "../x",
+        "-o",
+        "m2",
+    ]);
+    let out = outside.output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--base with --cluster"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     cluster.stop_workers(Duration::from_secs(20));
 }

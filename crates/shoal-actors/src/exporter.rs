@@ -2,7 +2,7 @@
 //! and returns the rows so the caller can print them. On the control topic (the exporter role)
 //! it writes a MIOpen session's databases instead (`crate::miopen_export`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -169,6 +169,18 @@ pub async fn serve_requests(
         crate::control::ControlInbox::open(&*bus, &host, shoal_model::message::Actor::Exporter)
             .await?;
     while let Some(c) = inbox.next(&mut stop).await? {
+        if let shoal_model::message::Control::ExportMiopen {
+            session,
+            out_dir,
+            options,
+        } = c
+        {
+            match export_miopen(&*store, &export_root, session, &out_dir, options).await {
+                Ok(lines) => tracing::info!(%session, ?lines, "exported"),
+                Err(e) => tracing::error!(%session, error = %e, "export refused or failed"),
+            }
+            continue;
+        }
         if let shoal_model::message::Control::Export { session, out_dir } = c {
             let out_dir = match export_dir_under(&export_root, &out_dir) {
                 Ok(dir) => dir,
@@ -198,6 +210,46 @@ pub async fn serve_requests(
         }
     }
     Ok(())
+}
+
+/// A MIOpen session's export with options, on an operator's order: the output and the base
+/// directory both inside `export_root`, the files replaced whole.
+async fn export_miopen(
+    store: &dyn Store,
+    export_root: &Path,
+    session: shoal_model::SessionId,
+    out_dir: &str,
+    options: shoal_model::message::MiopenExportOptions,
+) -> Result<Vec<String>, ActorError> {
+    let out = export_dir_under(export_root, out_dir).map_err(ActorError::Other)?;
+    let base = match &options.base_dir {
+        Some(dir) => Some(export_dir_under(export_root, dir).map_err(ActorError::Other)?),
+        None => None,
+    };
+    let info = store
+        .session(session)
+        .await?
+        .ok_or(ActorError::UnknownSession(session))?;
+    if info.info.backend != shoal_model::Backend::Miopen {
+        return Err(ActorError::Other(format!(
+            "session {session} is not a MIOpen session: the find, perf and kernel db options \
+             are for MIOpen sessions"
+        )));
+    }
+    let policy = if options.newer {
+        shoal_miopen::export::merge::Policy::Newer
+    } else {
+        shoal_miopen::export::merge::Policy::Better
+    };
+    let which = crate::miopen_export::Which {
+        find_db: options.find_db,
+        perf_db: options.perf_db,
+        kern_db: options.kern_db,
+        user_db: options.user_db,
+        base: base.map(|dir| (dir, policy)),
+        tag: options.tag,
+    };
+    crate::miopen_export::export_selected(store, &info, &out, &which, true).await
 }
 
 #[cfg(test)]

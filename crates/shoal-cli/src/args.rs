@@ -126,7 +126,8 @@ pub enum Command {
         /// the names this export writes) and write the merged files to -o. The directory is
         /// only read. Find db: per key the fastest records of both; perf dbs: per (config,
         /// solver) by --policy; kernel db: the base's kernels plus the session's. A summary
-        /// prints keys or pairs kept, added, improved and regressed.
+        /// prints keys or pairs kept, added, improved and regressed. With --cluster: a relative
+        /// directory inside the exporter's `--export-dir` on its host.
         #[arg(long, value_name = "DIR")]
         base: Option<PathBuf>,
         /// With --base, where both have an entry: `better` takes the faster one where the
@@ -144,7 +145,9 @@ pub enum Command {
         #[arg(long, value_parser = ["table", "t4"], default_value = "table", conflicts_with = "cluster")]
         format: String,
         /// Cluster mode: ask the cluster's exporter (`shoal worker --role exporter`) to write the
-        /// tuned table into the directory on its host, instead of writing it here.
+        /// tuned table, or a MIOpen session's databases with the options above (--find-db,
+        /// --perf-db, --kern-db, --user-db, --base, --policy, -t), into the directory on its
+        /// host, instead of writing them here. The exporter logs what it wrote.
         #[arg(long)]
         cluster: bool,
         /// Replace files already in the output directory. Without it, an export into a

@@ -51,13 +51,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export {
             session,
             out,
+            find_db,
+            perf_db,
+            kern_db,
+            user_db,
+            miopen_version,
+            base,
+            policy,
+            tag,
             cluster: true,
             ..
         } => {
             let session = session.context(
                 "export --cluster: --session is required (the cluster's store is not read here)",
             )?;
-            request_export(session, &out).await
+            let options = shoal_model::message::MiopenExportOptions {
+                find_db,
+                perf_db,
+                kern_db,
+                user_db: user_db.then(|| miopen_version.unwrap_or_default()),
+                base_dir: base.map(|b| b.display().to_string()),
+                newer: policy == "newer",
+                tag,
+            };
+            request_export(session, &out, options).await
         }
         Command::Export {
             session,
@@ -86,7 +103,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 perf_db,
                 kern_db,
                 user_db: user_db.then(|| miopen_version.unwrap_or_default()),
-                base: base.map(|b| (b, crate::miopen::merge::policy(&policy))),
+                base: base.map(|b| (b, crate::miopen::export::policy(&policy))),
                 tag,
             };
             export(&db, session, &out, which, force).await
@@ -156,16 +173,33 @@ async fn migrate(db: &Path) -> anyhow::Result<ExitCode> {
 /// `export --cluster`: asks the cluster's exporter to write the tuned table under its own
 /// `--export-dir`. The directory is checked here first with the exporter's own rule, so that a bad
 /// `-o` is told to the user instead of only logged on the exporter's host.
-async fn request_export(session: i64, out: &Path) -> anyhow::Result<ExitCode> {
-    if let Err(e) = shoal_actors::exporter::export_dir_under(Path::new("."), &out.to_string_lossy())
-    {
+async fn request_export(
+    session: i64,
+    out: &Path,
+    options: shoal_model::message::MiopenExportOptions,
+) -> anyhow::Result<ExitCode> {
+    use shoal_actors::exporter::export_dir_under;
+    if let Err(e) = export_dir_under(Path::new("."), &out.to_string_lossy()) {
         anyhow::bail!("-o: {e}");
     }
+    if let Some(base) = &options.base_dir {
+        if let Err(e) = export_dir_under(Path::new("."), base) {
+            anyhow::bail!("--base with --cluster: {e}");
+        }
+    }
+    let (session, out_dir) = (SessionId(session), out.display().to_string());
+    // The options are MIOpen's; without any, the exporter writes what suits the session.
+    let msg = if options == Default::default() {
+        shoal_model::message::Control::Export { session, out_dir }
+    } else {
+        shoal_model::message::Control::ExportMiopen {
+            session,
+            out_dir,
+            options,
+        }
+    };
+    let msg = shoal_model::Message::Control(msg);
     let bus = crate::connect::bus_from_env().await?;
-    let msg = shoal_model::Message::Control(shoal_model::message::Control::Export {
-        session: SessionId(session),
-        out_dir: out.display().to_string(),
-    });
     let key = ControlTarget::any(shoal_model::message::Actor::Exporter).routing_key();
     bus.publish_topic(
         &bus.namespace().control_topic(),
@@ -403,7 +437,7 @@ async fn golden(cmd: crate::args::GoldenCommand, db: &Path) -> anyhow::Result<Ex
                 &info,
                 &dir,
                 golden_v,
-                crate::miopen::merge::policy(&policy),
+                crate::miopen::export::policy(&policy),
             )
             .await
         }

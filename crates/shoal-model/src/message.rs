@@ -195,6 +195,33 @@ pub enum Control {
         session: SessionId,
         out_dir: String,
     },
+    /// `Export` of a MIOpen session with the options of `shoal export` (`export --cluster` with
+    /// any of them): the exporter writes into `out_dir`, merging into `options.base_dir` when
+    /// given, both directories inside its export directory.
+    ExportMiopen {
+        session: SessionId,
+        out_dir: String,
+        options: MiopenExportOptions,
+    },
+}
+
+/// The options of a MIOpen session's export (`shoal export --find-db … --cluster`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MiopenExportOptions {
+    /// The databases to write; none: all of them.
+    pub find_db: bool,
+    pub perf_db: bool,
+    pub kern_db: bool,
+    /// Write the user databases, named for this MIOpen version (empty: the session's).
+    pub user_db: Option<String>,
+    /// Merge into the databases found in this directory, relative to the exporter's export
+    /// directory.
+    pub base_dir: Option<String>,
+    /// With `base_dir`: the session's entry wherever both have one (`--policy newer`), instead
+    /// of the faster one.
+    pub newer: bool,
+    /// Only the results of configs with this tag.
+    pub tag: Option<String>,
 }
 
 crate::names::named_enum! {

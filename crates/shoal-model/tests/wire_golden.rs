@@ -59,6 +59,7 @@ fn name(m: &Message) -> &'static str {
             Control::Drain => "control.drain",
             Control::Restart { .. } => "control.restart",
             Control::Export { .. } => "control.export",
+            Control::ExportMiopen { .. } => "control.export_miopen",
         },
         Message::Command(c) => match c.command {
             Command::LoadSpec { .. } => "command.load_spec",
@@ -314,6 +315,19 @@ fn samples() -> Vec<Message> {
             num_cu: 2,
             reason: "nightly".into(),
             max_retries: 2,
+        }),
+        Message::Control(Control::ExportMiopen {
+            session,
+            out_dir: "nightly/gfx90a".into(),
+            options: shoal_model::message::MiopenExportOptions {
+                find_db: true,
+                perf_db: false,
+                kern_db: true,
+                user_db: Some("3.2.0-abc".into()),
+                base_dir: Some("shipped/gfx90a".into()),
+                newer: true,
+                tag: Some("resnet50".into()),
+            },
         }),
     ]
 }

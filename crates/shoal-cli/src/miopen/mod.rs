@@ -5,7 +5,6 @@ pub mod export;
 pub mod fin_steps;
 pub mod golden;
 pub mod import;
-pub mod merge;
 pub mod session;
 
 use std::path::{Path, PathBuf};

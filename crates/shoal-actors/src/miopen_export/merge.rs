@@ -1,14 +1,20 @@
-//! `shoal export --base DIR`: the session's results merged into the databases found in DIR
+//! `shoal export --base DIR` (and the exporter role's export with a base): the session's results merged into the databases found in DIR
 //! (MIOpen's shipped files, or an earlier export, under the same names), written to the output
 //! directory. DIR is only read, and every base file is read and checked before anything is
 //! written, so a corrupt or truncated base stops the export with its name and changes nothing.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use shoal_export::files::OutputDir;
 use shoal_miopen::export::merge::{self, FindDb, PerfDb, Policy};
 use shoal_miopen::export::{self, ExportNames, FindDbEntry, KdbEntry, PerfDbEntry};
+
+use crate::ActorError;
+
+/// A failure, said as the CLI says it.
+fn failed(e: impl std::fmt::Display) -> ActorError {
+    ActorError::Other(e.to_string())
+}
 
 /// The databases found in the base directory, read and checked.
 pub struct Base {
@@ -22,36 +28,43 @@ pub struct Base {
 impl Base {
     /// Reads the files of `names` that are in `dir`. Refuses `dir` as the output directory: the
     /// base is never written.
-    pub fn load(dir: &Path, out: &Path, names: &ExportNames) -> anyhow::Result<Base> {
+    pub fn load(dir: &Path, out: &Path, names: &ExportNames) -> Result<Base, ActorError> {
         let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-        anyhow::ensure!(dir.is_dir(), "--base {}: not a directory", dir.display());
-        anyhow::ensure!(
-            canonical(dir) != canonical(out),
-            "--base {} is the output directory: the base is only read; export into another \
-             directory",
-            dir.display()
-        );
+        if !dir.is_dir() {
+            return Err(failed(format!("--base {}: not a directory", dir.display())));
+        }
+        if canonical(dir) == canonical(out) {
+            return Err(failed(format!(
+                "--base {} is the output directory: the base is only read; export into another \
+                 directory",
+                dir.display()
+            )));
+        }
         let present = |name: &str| Some(dir.join(name)).filter(|p| p.is_file());
         let text = |p: &Path| {
-            std::fs::read_to_string(p).with_context(|| format!("--base: reading {}", p.display()))
+            std::fs::read_to_string(p)
+                .map_err(|e| failed(format!("--base: reading {}: {e}", p.display())))
         };
         let find = match present(&names.find_db) {
             Some(p) => Some(
                 merge::parse_find_db(&text(&p)?)
-                    .map_err(|e| anyhow::anyhow!("--base: {}: {e}", p.display()))?,
+                    .map_err(|e| failed(format!("--base: {}: {e}", p.display())))?,
             ),
             None => None,
         };
         let perf_text = match present(&names.perf_db_text) {
             Some(p) => Some(
                 merge::parse_perf_db_text(&text(&p)?)
-                    .map_err(|e| anyhow::anyhow!("--base: {}: {e}", p.display()))?,
+                    .map_err(|e| failed(format!("--base: {}: {e}", p.display())))?,
             ),
             None => None,
         };
         let perf_sqlite = match present(&names.perf_db_sqlite) {
             Some(p) => Some(merge::read_perf_db_sqlite(&p).map_err(|e| {
-                anyhow::anyhow!("--base: {}: not a readable perf db: {e}", p.display())
+                failed(format!(
+                    "--base: {}: not a readable perf db: {e}",
+                    p.display()
+                ))
             })?),
             None => None,
         };
@@ -97,7 +110,7 @@ pub struct Merging<'a> {
 }
 
 impl Merging<'_> {
-    pub fn find_db(&self, out: &OutputDir) -> anyhow::Result<()> {
+    pub fn find_db(&self, out: &OutputDir, lines: &mut Vec<String>) -> Result<(), ActorError> {
         let name = &self.names.find_db;
         let session = merge::session_find_db(self.finds);
         let (db, counts) = match &self.base.find {
@@ -107,12 +120,13 @@ impl Merging<'_> {
             }
             None => (session, None),
         };
-        out.write_bytes(name, merge::find_db_text_of(&db).as_bytes())?;
-        report(out, name, db.len(), "keys", counts);
+        out.write_bytes(name, merge::find_db_text_of(&db).as_bytes())
+            .map_err(failed)?;
+        lines.push(report(out, name, db.len(), "keys", counts));
         Ok(())
     }
 
-    pub fn perf_dbs(&self, out: &OutputDir) -> anyhow::Result<()> {
+    pub fn perf_dbs(&self, out: &OutputDir, lines: &mut Vec<String>) -> Result<(), ActorError> {
         let session = merge::session_perf_db(self.perfs);
         let base_times = self
             .base
@@ -133,30 +147,53 @@ impl Merging<'_> {
         let sqlite = &self.names.perf_db_sqlite;
         out.write(sqlite, |p| {
             export::write_perf_db_rows(p, &merge::perf_db_rows(&db))
-        })?;
-        report(out, sqlite, pairs(&db), "(config, solver) pairs", counts);
+        })
+        .map_err(failed)?;
+        lines.push(report(
+            out,
+            sqlite,
+            pairs(&db),
+            "(config, solver) pairs",
+            counts,
+        ));
         let (db, counts) = merged(&self.base.perf_text);
         let text = &self.names.perf_db_text;
-        out.write_bytes(text, merge::perf_db_text_of(&db).as_bytes())?;
-        report(out, text, pairs(&db), "(config, solver) pairs", counts);
+        out.write_bytes(text, merge::perf_db_text_of(&db).as_bytes())
+            .map_err(failed)?;
+        lines.push(report(
+            out,
+            text,
+            pairs(&db),
+            "(config, solver) pairs",
+            counts,
+        ));
         Ok(())
     }
 
-    pub fn kdb(&self, out: &OutputDir, kernels: &[KdbEntry]) -> anyhow::Result<()> {
+    pub fn kdb(
+        &self,
+        out: &OutputDir,
+        kernels: &[KdbEntry],
+        lines: &mut Vec<String>,
+    ) -> Result<(), ActorError> {
         let name = &self.names.kern_db;
         let n = match &self.base.kdb {
-            Some(base) => out.write(name, |p| export::merge_kdb(base, p, kernels))?,
-            None => out.write(name, |p| export::write_kdb(p, kernels))?,
+            Some(base) => out
+                .write(name, |p| export::merge_kdb(base, p, kernels))
+                .map_err(failed)?,
+            None => out
+                .write(name, |p| export::write_kdb(p, kernels))
+                .map_err(failed)?,
         };
         let from = if self.base.kdb.is_some() {
             " (added to or replacing the base's)"
         } else {
             ""
         };
-        println!(
+        lines.push(format!(
             "{}: {n} kernels of this session{from}",
             out.path(name).display()
-        );
+        ));
         Ok(())
     }
 }
@@ -165,17 +202,15 @@ fn pairs(db: &PerfDb) -> usize {
     db.values().map(|p| p.len()).sum()
 }
 
-fn report(out: &OutputDir, name: &str, n: usize, what: &str, counts: Option<merge::MergeCounts>) {
+fn report(
+    out: &OutputDir,
+    name: &str,
+    n: usize,
+    what: &str,
+    counts: Option<merge::MergeCounts>,
+) -> String {
     match counts {
-        Some(c) => println!("{}: {n} {what}; {c}", out.path(name).display()),
-        None => println!("{}: {n} {what}", out.path(name).display()),
-    }
-}
-
-/// `--policy`, as clap reads it.
-pub fn policy(name: &str) -> Policy {
-    match name {
-        "newer" => Policy::Newer,
-        _ => Policy::Better,
+        Some(c) => format!("{}: {n} {what}; {c}", out.path(name).display()),
+        None => format!("{}: {n} {what}", out.path(name).display()),
     }
 }

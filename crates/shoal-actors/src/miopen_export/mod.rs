@@ -6,6 +6,10 @@
 
 use std::path::Path;
 
+mod merge;
+mod selected;
+pub use selected::{export_selected, Which};
+
 use shoal_backend::miopen::parse_compiled;
 use shoal_export::files::OutputDir;
 use shoal_miopen::export::{self, ExportNames, FindDbEntry, KdbEntry, PerfDbEntry};
