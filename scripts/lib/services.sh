@@ -458,6 +458,27 @@ write_role_file() {
     mv -f "$tmp" "$file"
 }
 
+# write_operator_file BROKER_PASSWORD: atomically (re)write operator.env, mode 600: the cli role's
+# broker user, the namespace and the key, and no database user at all. What an operator who only
+# sends commands (tune --cluster, import-configs --cluster, session cancel --cluster …) and
+# follows progress on the events topic needs; cli.env adds the read-only database user for
+# status, sessions, workers and local exports.
+write_operator_file() {
+    local bpw=$1 file dir tmp
+    file=$(role_file operator)
+    dir=$(dirname "$file")
+    tmp=$(umask 077 && mktemp "$dir/.operator.env.XXXXXX")
+    {
+        printf '# Shoal operator, written by scripts/services-up: the cli role'\''s broker user and the\n'
+        printf '# signing key, and no database credentials. Keep private (mode 600).\n'
+        printf 'SHOAL_BROKER=amqp://shoal_cli:%s@127.0.0.1:%s/%%2f\n' "$bpw" "$SHOAL_AMQP_PORT"
+        printf 'SHOAL_NAMESPACE=%s\n' "$(shoal_role_namespace)"
+        printf 'SHOAL_HMAC_KEY_FILE=%s\n' "$(shoal_hmac_key_file)"
+    } >"$tmp"
+    chmod 600 "$tmp"
+    mv -f "$tmp" "$file"
+}
+
 # file_has_line FILE LINE: FILE has exactly that line.
 file_has_line() { grep -qxF -- "$2" "$1" 2>/dev/null; }
 
