@@ -65,6 +65,14 @@ pub fn gather(spec: &TuningSpec) -> anyhow::Result<Shipment> {
     let mut local = vec![spec_file.clone()];
     local.extend(spec.named_files().iter().map(|f| normal(&dir.join(f))));
     let root = common_dir(&local);
+    // The limits, from the sizes alone: nothing is read when the tree would be refused.
+    let mut sizes = Vec::new();
+    for path in &local[1..] {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+        sizes.push((path.clone(), meta.len()));
+    }
+    within_limits(&spec.path, &sizes)?;
     let mut files = Vec::new();
     let mut contents = Vec::new();
     let mut spec_in_tree = String::new();
@@ -115,6 +123,37 @@ pub fn gather(spec: &TuningSpec) -> anyhow::Result<Shipment> {
         spec: spec_in_tree,
         contents,
     })
+}
+
+/// Whether files of these sizes may be shipped as one tree (the spec itself is a few KB): the
+/// error names the first file over the per-file limit, or the total.
+fn within_limits(spec: &Path, sizes: &[(PathBuf, u64)]) -> anyhow::Result<()> {
+    let advice = "put it on every host and name it by an absolute path, which is not shipped";
+    if let Some((path, size)) = sizes.iter().find(|(_, s)| *s > shipped::MAX_FILE_BYTES) {
+        anyhow::bail!(
+            "{} has {size} bytes; a file shipped to the cluster has at most {} ({advice})",
+            path.display(),
+            shipped::MAX_FILE_BYTES
+        );
+    }
+    let total: u64 = sizes.iter().map(|(_, s)| s).sum();
+    if total > shipped::MAX_TREE_BYTES {
+        anyhow::bail!(
+            "{}: the files it names have {total} bytes in all; a spec shipped to the cluster \
+             carries at most {} ({advice})",
+            spec.display(),
+            shipped::MAX_TREE_BYTES
+        );
+    }
+    if sizes.len() + 1 > shipped::MAX_TREE_FILES {
+        anyhow::bail!(
+            "{} names {} files; a spec shipped to the cluster carries at most {}",
+            spec.display(),
+            sizes.len(),
+            shipped::MAX_TREE_FILES - 1
+        );
+    }
+    Ok(())
 }
 
 /// One named file, under the size limit, and whether it is executable.
@@ -276,6 +315,30 @@ mod tests {
             normal(&p("/r/examples/cuda/../../include/k.h")),
             p("/r/include/k.h")
         );
+    }
+
+    #[test]
+    fn a_tree_over_the_limits_is_refused_with_the_limit_named() {
+        let spec = Path::new("big/spec.toml");
+        let mib = |n: u64| n << 20;
+        let files = |sizes: &[u64]| -> Vec<(PathBuf, u64)> {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (PathBuf::from(format!("big/f{i}")), *s))
+                .collect()
+        };
+        within_limits(spec, &files(&[mib(64), mib(64), mib(64), mib(63)])).unwrap();
+        let e = within_limits(spec, &files(&[mib(1), mib(64) + 1])).unwrap_err();
+        assert!(
+            e.to_string().starts_with("big/f1 has 67108865 bytes"),
+            "{e}"
+        );
+        let e = within_limits(spec, &files(&[mib(64), mib(64), mib(64), mib(64), 1])).unwrap_err();
+        assert!(e.to_string().contains("268435457 bytes in all"), "{e}");
+        assert!(e.to_string().contains("at most 268435456"), "{e}");
+        let e = within_limits(spec, &files(&[0; 1000])).unwrap_err();
+        assert!(e.to_string().contains("at most 999"), "{e}");
     }
 
     #[test]
