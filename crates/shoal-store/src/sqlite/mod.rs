@@ -24,6 +24,7 @@
 mod ops;
 mod queries;
 mod rows;
+mod shipped;
 #[cfg(test)]
 mod tests;
 
@@ -563,10 +564,7 @@ impl Store for SqliteStore {
     async fn put_file_part(&self, sha256: &str, size: u64, part: u32, bytes: &[u8]) -> Result<()> {
         let (sha256, bytes) = (sha256.to_string(), bytes.to_vec());
         self.run("storing a part of a shipped file", move |c| {
-            c.prepare_cached(crate::shipped::INSERT_SQLITE)
-                .and_then(|mut st| st.execute(params![sha256, part, size as i64, bytes]))
-                .ctx("storing a part of a shipped file")?;
-            Ok(())
+            shipped::put_part(c, &sha256, size, part, &bytes)
         })
         .await
     }
@@ -574,37 +572,21 @@ impl Store for SqliteStore {
     async fn file_parts_stored(&self, sha256: &str) -> Result<u32> {
         let sha256 = sha256.to_string();
         self.run("counting a shipped file's parts", move |c| {
-            c.prepare_cached(crate::shipped::COUNT)
-                .and_then(|mut st| st.query_row(params![sha256], |r| r.get::<_, u32>(0)))
-                .ctx("counting a shipped file's parts")
+            shipped::parts_stored(c, &sha256)
         })
         .await
     }
 
     async fn shipped_file(&self, sha256: &str) -> Result<Option<Vec<u8>>> {
         let sha256 = sha256.to_string();
-        self.run("reading a shipped file", move |c| {
-            let parts = c
-                .prepare_cached(crate::shipped::SELECT)
-                .and_then(|mut st| {
-                    st.query_map(params![sha256], |r| {
-                        Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)? as u64, r.get(2)?))
-                    })?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-                })
-                .ctx("reading a shipped file")?;
-            Ok(crate::shipped::join(parts))
-        })
-        .await
+        self.run("reading a shipped file", move |c| shipped::file(c, &sha256))
+            .await
     }
 
     async fn forget_file(&self, sha256: &str) -> Result<()> {
         let sha256 = sha256.to_string();
         self.run("forgetting a shipped file", move |c| {
-            c.prepare_cached(crate::shipped::DELETE)
-                .and_then(|mut st| st.execute(params![sha256]))
-                .ctx("forgetting a shipped file")?;
-            Ok(())
+            shipped::forget(c, &sha256)
         })
         .await
     }
