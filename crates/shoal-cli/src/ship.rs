@@ -65,18 +65,24 @@ pub fn gather(spec: &TuningSpec) -> anyhow::Result<Shipment> {
     let mut local = vec![spec_file.clone()];
     local.extend(spec.named_files().iter().map(|f| normal(&dir.join(f))));
     let root = common_dir(&local);
-    // The limits, from the sizes alone: nothing is read when the tree would be refused.
-    let mut sizes = Vec::new();
+    // The limits, from the sizes alone: nothing is read when the tree would be refused. The
+    // spec itself is shipped as it was parsed.
+    let mut named = Vec::new();
     for path in &local[1..] {
+        use std::os::unix::fs::PermissionsExt;
         let meta =
             std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
-        sizes.push((path.clone(), meta.len()));
+        named.push((
+            path.clone(),
+            meta.len(),
+            meta.permissions().mode() & 0o111 != 0,
+        ));
     }
+    let sizes: Vec<(PathBuf, u64)> = named.iter().map(|(p, len, _)| (p.clone(), *len)).collect();
     within_limits(&spec.path, &sizes)?;
-    let mut files = Vec::new();
-    let mut contents = Vec::new();
-    let mut spec_in_tree = String::new();
-    for path in &local {
+    let mut files: Vec<(TreeFile, Vec<u8>)> = Vec::new();
+    let spec_entry = (spec_file, 0, false);
+    for (path, _, executable) in std::iter::once(&spec_entry).chain(&named) {
         let in_tree = path
             .strip_prefix(&root)
             .ok()
@@ -88,30 +94,26 @@ pub fn gather(spec: &TuningSpec) -> anyhow::Result<Shipment> {
                 )
             })?
             .to_string();
-        if files.iter().any(|f: &TreeFile| f.path == in_tree) {
+        if files.iter().any(|(f, _)| f.path == in_tree) {
             continue;
         }
-        let (bytes, executable) = if *path == spec_file {
-            spec_in_tree = in_tree.clone();
-            (spec.source_text.clone().into_bytes(), false)
+        let bytes = if *path == spec_entry.0 {
+            spec.source_text.clone().into_bytes()
         } else {
-            read(path)?
+            std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
         };
-        files.push(TreeFile {
+        let file = TreeFile {
             path: in_tree,
             sha256: shipped::sha256_hex(&bytes),
             size: bytes.len() as u64,
-            executable,
-        });
-        contents.push(bytes);
+            executable: *executable,
+        };
+        files.push((file, bytes));
     }
-    // The contents in the tree's order (by path).
-    let mut order: Vec<usize> = (0..files.len()).collect();
-    order.sort_by(|a, b| files[*a].path.cmp(&files[*b].path));
-    let contents = order
-        .iter()
-        .map(|i| std::mem::take(&mut contents[*i]))
-        .collect();
+    let spec_in_tree = files[0].0.path.clone();
+    // The tree's order (by path), for the contents too.
+    files.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    let (files, contents): (Vec<TreeFile>, Vec<Vec<u8>>) = files.into_iter().unzip();
     let tree = Tree::new(files).map_err(|e| {
         anyhow::anyhow!(
             "{} cannot be shipped to the cluster: {e}",
@@ -154,23 +156,6 @@ fn within_limits(spec: &Path, sizes: &[(PathBuf, u64)]) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// One named file, under the size limit, and whether it is executable.
-fn read(path: &Path) -> anyhow::Result<(Vec<u8>, bool)> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
-    if meta.len() > shipped::MAX_FILE_BYTES {
-        anyhow::bail!(
-            "{} has {} bytes; a file shipped to the cluster has at most {} (put it on every host and \
-             name it by an absolute path instead)",
-            path.display(),
-            meta.len(),
-            shipped::MAX_FILE_BYTES
-        );
-    }
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok((bytes, meta.permissions().mode() & 0o111 != 0))
 }
 
 /// Sends every file of `shipment` the cluster lacks, the tree last, then the command
@@ -350,9 +335,15 @@ mod tests {
         std::fs::write(dir.path().join("include/k.h"), "#define K 1\n").unwrap();
         std::fs::write(spec_dir.join("k.c"), "int main(void){return 0;}\n").unwrap();
         std::fs::write(spec_dir.join("shapes.csv"), "N\n1\n2\n").unwrap();
+        std::fs::write(spec_dir.join("gen.sh"), "#!/bin/sh\n").unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let exec = std::fs::Permissions::from_mode(0o755);
+            std::fs::set_permissions(spec_dir.join("gen.sh"), exec).unwrap();
+        }
         let text = r#"
 name = "k"
-sources = ["k.c", "../../include/k.h"]
+sources = ["k.c", "../../include/k.h", "gen.sh"]
 shapes_csv = "shapes.csv"
 [build]
 command = "cc -o {out} {spec_dir}/k.c"
@@ -373,6 +364,7 @@ U = [1, 2]
         assert_eq!(
             paths,
             [
+                "examples/k/gen.sh",
                 "examples/k/k.c",
                 "examples/k/shapes.csv",
                 "examples/k/spec.toml",
@@ -387,5 +379,11 @@ U = [1, 2]
             .position(|f| f.path == "include/k.h")
             .unwrap();
         assert_eq!(shipment.contents[header], b"#define K 1\n");
+        let executable: Vec<bool> = shipment.tree.files().iter().map(|f| f.executable).collect();
+        assert_eq!(
+            executable,
+            [true, false, false, false, false],
+            "gen.sh keeps its mode"
+        );
     }
 }

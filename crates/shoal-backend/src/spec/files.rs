@@ -2,12 +2,13 @@
 //! trusting them: each must be a regular file under a size limit, checked before a byte is
 //! read, and read through a bounded reader so that a file that grows meanwhile still cannot
 //! exhaust memory. `/dev/zero`, a FIFO (whose `open` would block until a writer comes) or a
-//! directory is an error that says what the path is.
+//! directory is an error that says what the path is. Also which of them `shoal tune --cluster`
+//! ships with the spec ([`super::TuningSpec::named_files`]).
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The largest spec file read.
 pub const MAX_SPEC_BYTES: u64 = 16 << 20;
@@ -84,6 +85,26 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
 pub fn read_limited_text(path: &Path, limit: u64) -> Result<String, String> {
     String::from_utf8(read_limited(path, limit)?)
         .map_err(|e| format!("is not UTF-8 text: {}", e.utf8_error()))
+}
+
+impl super::TuningSpec {
+    /// The files the spec names by a relative path, as written, resolved against `dir`: its
+    /// sources, its shapes CSV and a replay's space. What `shoal tune --cluster` ships with it
+    /// (a file named by an absolute path is expected on every host, and is not shipped).
+    pub fn named_files(&self) -> Vec<PathBuf> {
+        let sources = self
+            .source_hashes
+            .iter()
+            .map(|(name, _)| PathBuf::from(name));
+        let csv = self
+            .shapes_csv
+            .iter()
+            .filter_map(|p| p.strip_prefix(&self.dir).ok().map(Path::to_path_buf));
+        let mut files: Vec<PathBuf> = sources.chain(csv).filter(|p| p.is_relative()).collect();
+        files.sort();
+        files.dedup();
+        files
+    }
 }
 
 #[cfg(test)]

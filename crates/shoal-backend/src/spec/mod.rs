@@ -572,24 +572,6 @@ impl TuningSpec {
         }
     }
 
-    /// The files the spec names by a relative path, as written, resolved against `dir`: its
-    /// sources, its shapes CSV and a replay's space. What `shoal tune --cluster` ships with it
-    /// (a file named by an absolute path is expected on every host, and is not shipped).
-    pub fn named_files(&self) -> Vec<PathBuf> {
-        let sources = self
-            .source_hashes
-            .iter()
-            .map(|(name, _)| PathBuf::from(name));
-        let csv = self
-            .shapes_csv
-            .iter()
-            .filter_map(|p| p.strip_prefix(&self.dir).ok().map(Path::to_path_buf));
-        let mut files: Vec<PathBuf> = sources.chain(csv).filter(|p| p.is_relative()).collect();
-        files.sort();
-        files.dedup();
-        files
-    }
-
     /// Every parameter and shape column name.
     pub fn known_names(&self) -> Vec<&str> {
         let mut seen = HashSet::new();
