@@ -197,7 +197,9 @@ pub async fn serve_requests(
                 _ => None,
             };
             if let Some(s) = miopen {
-                match crate::miopen_export::export_all(&*store, &s, &out_dir, true).await {
+                let all = crate::miopen_export::Which::default();
+                match crate::miopen_export::export_selected(&*store, &s, &out_dir, &all, true).await
+                {
                     Ok(files) => tracing::info!(%session, ?files, "exported"),
                     Err(e) => tracing::error!(%session, error = %e, "export failed"),
                 }

@@ -4,8 +4,6 @@
 //! the exporter role writes them on `shoal export --cluster` for a MIOpen session
 //! ([`crate::exporter::serve_requests`]).
 
-use std::path::Path;
-
 mod merge;
 mod selected;
 pub use selected::{export_selected, Which};
@@ -28,12 +26,6 @@ pub struct Databases {
 }
 
 impl Databases {
-    pub const ALL: Databases = Databases {
-        find_db: true,
-        perf_db: true,
-        kern_db: true,
-    };
-
     /// The file names these databases are written as.
     pub fn files<'n>(&self, names: &'n ExportNames) -> Vec<&'n str> {
         let mut writes: Vec<&str> = Vec::new();
@@ -96,21 +88,6 @@ pub async fn write(
         lines.push(format!("{}: {n} kernels", dir.path(name).display()));
     }
     Ok(lines)
-}
-
-/// Every database of `session`, under MIOpen's system names, into `out` (replacing what is
-/// there with `force`, else refusing before writing anything): what the exporter role writes.
-pub async fn export_all(
-    store: &dyn Store,
-    session: &Session,
-    out: &Path,
-    force: bool,
-) -> Result<Vec<String>, ActorError> {
-    let names = export::file_names(&session.info.arch, session.info.num_cu);
-    let dir = OutputDir::prepare(out, &Databases::ALL.files(&names), force)
-        .map_err(|e| ActorError::Other(e.to_string()))?;
-    let entries = Entries::of(store, session, None).await?;
-    write(store, session, &entries, &names, Databases::ALL, &dir).await
 }
 
 /// A session's find and perf entries, from its evaluated jobs: the find db from its find-eval
