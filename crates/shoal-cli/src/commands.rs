@@ -72,7 +72,14 @@ impl<'b> CommandClient<'b> {
         let replies = bus.consume(&reply_to, 4).await?;
         bus.declare_queue(&commands, &QueueOptions::default())
             .await
-            .with_context(|| format!("declaring {commands}"))?;
+            .with_context(|| {
+                // The cli role may use the queue but not create it: a refusal here most often
+                // means that no Scheduler has run on this namespace yet.
+                format!(
+                    "declaring {commands}, the Scheduler's command queue (the Scheduler creates \
+                     it: if access was refused, start `shoal worker --role scheduler` first)"
+                )
+            })?;
         Ok(CommandClient {
             bus,
             reply_to,
