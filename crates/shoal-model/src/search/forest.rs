@@ -65,18 +65,15 @@ impl Forest {
         }
     }
 
-    /// The training set: value indexes and log times, failures at the worst time seen.
-    fn training(&self) -> (Vec<Vec<u16>>, Vec<f64>) {
+    /// The training set: candidates (positions in the space) and log times, failures at the
+    /// worst time seen.
+    fn training(&self) -> (Vec<usize>, Vec<f64>) {
         let worst = self
             .measured
             .iter()
             .filter_map(|m| m.1)
             .fold(f64::MIN, f64::max);
-        let xs = self
-            .measured
-            .iter()
-            .map(|(c, _)| self.space.candidates[*c].clone())
-            .collect();
+        let xs = self.measured.iter().map(|(c, _)| *c).collect();
         let ys = self
             .measured
             .iter()
@@ -87,10 +84,13 @@ impl Forest {
 }
 
 impl Forest {
-    /// A forest fitted to `xs`/`ys` (each tree on its own bootstrap sample), as it sees the
-    /// `open` candidates.
-    fn model(&mut self, xs: &[Vec<u16>], ys: &[f64], open: &[usize]) -> Model {
-        let xs: Vec<&[u16]> = xs.iter().map(Vec::as_slice).collect();
+    /// A forest fitted to the candidates `xs` and their log times `ys` (each tree on its own
+    /// bootstrap sample), as it sees the `open` candidates.
+    fn model(&mut self, xs: &[usize], ys: &[f64], open: &[usize]) -> Model {
+        let xs: Vec<&[u16]> = xs
+            .iter()
+            .map(|c| self.space.candidates[*c].as_slice())
+            .collect();
         let trees: Vec<Tree> = (0..TREES)
             .map(|_| Tree::fit(&xs, ys, &self.space.sizes, &mut self.rng))
             .collect();
@@ -178,7 +178,7 @@ impl Strategy for Forest {
             out.push(open[pick]);
             // The believer: the pick is taken to measure what the forest expects of it, and the
             // next pick of the batch comes from a forest refitted with that.
-            xs.push(self.space.candidates[open[pick]].clone());
+            xs.push(open[pick]);
             ys.push(mean[pick]);
         }
         self.proposals += out.len();
