@@ -33,6 +33,9 @@ pub struct SearchArgs {
     /// it, every batch waits for all its results (the worst case for a model-based search).
     #[arg(long = "async")]
     pub refill: bool,
+    /// Only this strategy (repeatable); all of them when left out.
+    #[arg(long = "strategy", value_parser = clap::builder::PossibleValuesParser::new(STRATEGIES))]
+    pub strategies: Vec<String>,
 }
 
 /// A recorded space: the strategies' view, and each candidate's recorded time (`None`: failed).
@@ -61,7 +64,10 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                 .map_err(anyhow::Error::msg)?
                 .evaluations(recorded.times.len());
             let mut best: Option<(String, f64, f64)> = None;
-            for name_s in STRATEGIES {
+            let chosen = STRATEGIES
+                .into_iter()
+                .filter(|s| args.strategies.is_empty() || args.strategies.iter().any(|c| c == s));
+            for name_s in chosen {
                 let clock = Instant::now();
                 let mut ratios: Vec<f64> = (1..=args.reps)
                     .map(|seed| {
