@@ -194,7 +194,8 @@ impl Strategy for Forest {
             } = self.model(&xs, &ys, &open);
             let turn = self.proposals + out.len();
             // Even turns: the bound, its weight of the spread 0, 2/3, 4/3, 2 in turn. Odd turns:
-            // one tree's best. Ties (trees predict by leaves) go to the better mean.
+            // one tree's best, among the candidates two parameters from the best measured once
+            // that has stalled. Ties (trees predict by leaves) go to the better mean.
             let bound_turn = turn.is_multiple_of(2);
             let score: Vec<f64> = if bound_turn {
                 let kappa = (turn / 2 % 4) as f64 * 2.0 / 3.0;
