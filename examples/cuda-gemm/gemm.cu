@@ -9,6 +9,13 @@
 //   PIPE    1: one shared buffer, load then compute, two barriers per k-step;
 //           2: double-buffered shared memory, the next k-tile is loaded into registers while the
 //              current one is computed, one barrier per k-step
+//
+// One run-time parameter (shoal_run's run_params, e.g. "GROUP=8"; absent: 1):
+//   GROUP   the order in which thread blocks walk C: in groups of GROUP block rows, column by
+//           column within a group, so that blocks resident at the same time share A's rows and
+//           B's columns in L2. 1 is plain row-major order. Any value >= 1 is correct for any
+//           shape (the last group takes the rows left).
+//
 //   FAULT   0 (default); 1: an out-of-bounds write far outside any allocation (the kernel then
 //           fails with cudaErrorIllegalAddress); 2: the kernel spins forever. Only faults.toml
 //           sets it, to show how Shoal records a crash and a hang.
@@ -93,8 +100,8 @@ __device__ volatile int shoal_never_set = 0;
 
 template <int kBM, int kBN, int kBK, int kTM, int kTN, int kPIPE>
 __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN))
-    sgemm_tiled(int M, int N, int K, const float *__restrict__ A, const float *__restrict__ B,
-                float *__restrict__ C) {
+    sgemm_tiled(int M, int N, int K, int group, const float *__restrict__ A,
+                const float *__restrict__ B, float *__restrict__ C) {
     constexpr int kNT = (kBM / kTM) * (kBN / kTN);
     constexpr int kAL = kBM * kBK / 4 / kNT; // float4 loads of A per thread and k-tile
     constexpr int kBL = kBK * kBN / 4 / kNT; // float4 loads of B per thread and k-tile
@@ -115,8 +122,17 @@ __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN))
     __syncthreads();
 #endif
 
-    const float *Ablk = A + (size_t)blockIdx.y * kBM * K;
-    const float *Bblk = B + (size_t)blockIdx.x * kBN;
+    // Blocks are dispatched in the order of their linear index; map it to the C tile (by, bx)
+    // so that consecutive blocks walk down a group of `group` tile rows before moving right.
+    const int bid = blockIdx.y * gridDim.x + blockIdx.x;
+    const int span = group * gridDim.x;        // blocks in one full group
+    const int first = (bid / span) * group;    // the group's first tile row
+    const int rows = min((int)gridDim.y - first, group);
+    const int by = first + (bid % span) % rows;
+    const int bx = (bid % span) / rows;
+
+    const float *Ablk = A + (size_t)by * kBM * K;
+    const float *Bblk = B + (size_t)bx * kBN;
 
     float acc[kTM][kTN];
 #pragma unroll
@@ -212,7 +228,7 @@ __global__ void __launch_bounds__((kBM / kTM) * (kBN / kTN))
         compute(buf);
     }
 
-    float *Cblk = C + (size_t)blockIdx.y * kBM * N + (size_t)blockIdx.x * kBN;
+    float *Cblk = C + (size_t)by * kBM * N + (size_t)bx * kBN;
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
         const int row = ((i / 4) * kTR + tr) * 4 + i % 4;
@@ -390,14 +406,14 @@ SHOAL_EXPORT void *shoal_prepare(const char *problem, char *err, size_t err_len)
     return s;
 }
 
-static void launch(const GemmState *s) {
+static void launch(const GemmState *s, int group) {
     dim3 grid((unsigned)(s->N / BN), (unsigned)(s->M / BM));
-    sgemm_tiled<BM, BN, BK, TM, TN, PIPE><<<grid, NTHREADS>>>(s->M, s->N, s->K, s->A, s->B, s->C);
+    sgemm_tiled<BM, BN, BK, TM, TN, PIPE>
+        <<<grid, NTHREADS>>>(s->M, s->N, s->K, group, s->A, s->B, s->C);
 }
 
 SHOAL_EXPORT int shoal_run(void *state, const char *run_params, int warmup, int repeat,
                            double *samples_us, char *err, size_t err_len) {
-    (void)run_params; // this kernel has no run-time parameters
     GemmState *s = (GemmState *)state;
     if (!s || s->magic != STATE_MAGIC) {
         if (err && err_len) snprintf(err, err_len, "state was not prepared by this gemm.cu");
@@ -409,6 +425,13 @@ SHOAL_EXPORT int shoal_run(void *state, const char *run_params, int warmup, int 
                      s->N, s->K, BM, BN, BK);
         return SHOAL_NOT_APPLICABLE;
     }
+    long long group = 1;
+    if (run_params && strstr(run_params, "GROUP=") &&
+        (!shoal_param(run_params, "GROUP", &group) || group < 1 || group > 65536)) {
+        if (err && err_len) snprintf(err, err_len, "bad run parameters '%s': GROUP is 1..65536",
+                                     run_params);
+        return SHOAL_FATAL;
+    }
     if (warmup < 0) warmup = 0;
     if (repeat < 0) repeat = 0;
     const size_t nc = (size_t)s->M * s->N;
@@ -416,7 +439,7 @@ SHOAL_EXPORT int shoal_run(void *state, const char *run_params, int warmup, int 
     // Poison C (all-ones bits: NaN), so that an entry a candidate never writes fails the check
     // instead of passing with the previous candidate's answer.
     CUDA_OR(SHOAL_FATAL, cudaMemsetAsync(s->C, 0xff, nc * sizeof(float)));
-    for (int i = 0; i < warmup; ++i) launch(s);
+    for (int i = 0; i < warmup; ++i) launch(s, (int)group);
     CUDA_OR(SHOAL_FATAL, cudaGetLastError()); // launch errors (a fault shows at the next sync)
 
     cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)repeat + 1, sizeof(cudaEvent_t));
@@ -433,7 +456,7 @@ SHOAL_EXPORT int shoal_run(void *state, const char *run_params, int warmup, int 
         e = cudaEventRecord(ev[0]);
     }
     for (int i = 0; i < repeat && e == cudaSuccess; ++i) {
-        launch(s);
+        launch(s, (int)group);
         e = cudaEventRecord(ev[i + 1]);
     }
     if (e == cudaSuccess) e = cudaGetLastError();
@@ -497,26 +520,32 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
 
 static int usage(void) {
     fprintf(stderr,
-            "usage: gemm [-w WARMUP] [-r REPEAT] M N K [M N K ...]\n"
+            "usage: gemm [-w WARMUP] [-r REPEAT] [-g GROUP] M N K [M N K ...]\n"
             "  WARMUP untimed runs (default 5), then REPEAT runs (default 25) each timed with\n"
             "  CUDA events; prints the median: M= N= K= time_us= tflops= verdict=PASS|FAIL\n"
+            "  GROUP: block rows walked together (default 1: row-major order)\n"
             "  built with BM=%d BN=%d BK=%d TM=%d TN=%d PIPE=%d FAULT=%d\n",
             BM, BN, BK, TM, TN, PIPE, FAULT);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    long warmup = 5, repeat = 25;
+    long warmup = 5, repeat = 25, group = 1;
     int a = 1;
     while (a < argc && argv[a][0] == '-') {
         if (a + 1 >= argc) return usage();
-        long *dst = !strcmp(argv[a], "-w") ? &warmup : !strcmp(argv[a], "-r") ? &repeat : NULL;
-        if (!dst || !parse_int(argv[a + 1], dst == &repeat ? 1 : 0, 100000, dst)) return usage();
+        long *dst = !strcmp(argv[a], "-w")   ? &warmup
+                    : !strcmp(argv[a], "-r") ? &repeat
+                    : !strcmp(argv[a], "-g") ? &group
+                                             : NULL;
+        if (!dst || !parse_int(argv[a + 1], dst == &warmup ? 0 : 1, 100000, dst)) return usage();
         a += 2;
     }
     if (argc - a < 3 || (argc - a) % 3) return usage();
     double *samples = (double *)calloc((size_t)repeat, sizeof(double));
     char err[512] = "";
+    char run_params[32];
+    snprintf(run_params, sizeof run_params, "GROUP=%ld", group);
     for (; a < argc; a += 3) {
         long m, n, k;
         if (!parse_int(argv[a], 1, 65536, &m) || !parse_int(argv[a + 1], 1, 65536, &n) ||
@@ -529,7 +558,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "gemm: %s: %s\n", problem, err);
             return 1;
         }
-        const int rc = shoal_run(st, "", (int)warmup, (int)repeat, samples, err, sizeof err);
+        const int rc = shoal_run(st, run_params, (int)warmup, (int)repeat, samples, err, sizeof err);
         if (rc == SHOAL_FATAL) {
             fprintf(stderr, "gemm: %s: %s\n", problem, err);
             return 1;
