@@ -20,6 +20,14 @@
 //! from 1.473 to 1.442, and at 5 % runs within 2 % of the optimum from 94 % to 97 %; an
 //! optimistic liar (mean less a spread) did worse, 1.547, and two spreads no better, 1.464.
 //!
+//! Slots refilled one by one, as the Scheduler refills them while the others are still timed,
+//! are chosen the same way: the candidates in flight are believed first. And the forest starts
+//! once its initial design is proposed and 8 of it measured, rather than refilling at random
+//! until all of it is back. On the convolution space with 16 in flight and each freed slot
+//! refilled (200 seeds), that took the median at 1 % of the space from 1.502 to 1.453 of the
+//! optimum and at 2 % from 1.158 to 1.129. Asked for whole batches, nothing is in flight and
+//! nothing changes.
+//!
 //! Once the best has not improved for a while, the draw turns choose among the candidates two
 //! parameters away from the best ([`Forest::stalled`]): the joint moves that trees, splitting
 //! on one parameter at a time, learn last.
@@ -36,6 +44,9 @@ use super::{Random, Rng, Space, Strategy};
 fn initial(size: usize) -> usize {
     (size / 25).clamp(6, 16).min(size)
 }
+/// Valid measurements the forest needs before it is fitted at all, when proposals in flight
+/// complete the initial design (see [`Forest::propose`]'s random phase).
+const FIRST_FIT: usize = 8;
 /// Trees in the forest.
 const TREES: usize = 16;
 /// A node with fewer measurements than this is a leaf.
@@ -53,6 +64,8 @@ pub struct Forest {
     random: Random,
     /// Measured candidates and their log times; failures are `None` until a fit.
     measured: Vec<(usize, Option<f64>)>,
+    /// Which candidates have been observed (so that proposed and not observed is in flight).
+    observed: Vec<bool>,
     /// The best candidate measured and its log time.
     best: Option<(usize, f64)>,
     /// Measurements since the best last improved.
@@ -69,6 +82,7 @@ impl Forest {
             proposed: vec![false; space.candidates.len()],
             random: Random::new(space, seed),
             measured: Vec::new(),
+            observed: vec![false; space.candidates.len()],
             best: None,
             since_best: 0,
             proposals: 0,
@@ -169,8 +183,15 @@ struct Model {
 impl Strategy for Forest {
     fn propose(&mut self, n: usize) -> Vec<usize> {
         let valid = self.measured.iter().filter(|m| m.1.is_some()).count();
+        let in_flight: Vec<usize> = (0..self.space.candidates.len())
+            .filter(|c| self.proposed[*c] && !self.observed[*c])
+            .collect();
         let mut out = Vec::with_capacity(n);
-        if valid < initial(self.space.candidates.len()) {
+        // The initial design is random, until it has been measured; or, when slots are refilled
+        // while others are still timed, until it has been proposed and a first part of it
+        // measured. Asked for whole batches, nothing is in flight and the two are the same.
+        let first = initial(self.space.candidates.len());
+        if valid < first.min(FIRST_FIT) || valid + in_flight.len() < first {
             while out.len() < n {
                 let Some(c) = self.random_unproposed() else {
                     break;
@@ -182,6 +203,16 @@ impl Strategy for Forest {
             return out;
         }
         let (mut xs, mut ys) = self.training();
+        // Candidates in flight are believed as a batch's picks are (below): as the forest
+        // fitted to what was measured expects of them, one spread slower. Otherwise a slot
+        // refilled while 15 others are timed would go to a near twin of one of them.
+        if !in_flight.is_empty() {
+            let Model { mean, spread, .. } = self.model(&xs, &ys, &in_flight);
+            for (i, c) in in_flight.iter().enumerate() {
+                xs.push(*c);
+                ys.push(mean[i] + spread[i]);
+            }
+        }
         let open: Vec<usize> = (0..self.space.candidates.len())
             .filter(|c| !self.proposed[*c])
             .collect();
@@ -237,6 +268,9 @@ impl Strategy for Forest {
     fn observe(&mut self, candidate: usize, time: Option<f64>) {
         let log = time.filter(|t| t.is_finite() && *t > 0.0).map(f64::ln);
         self.measured.push((candidate, log));
+        if let Some(seen) = self.observed.get_mut(candidate) {
+            *seen = true;
+        }
         match log {
             Some(l) if self.best.is_none_or(|(_, b)| l < b) => {
                 self.best = Some((candidate, l));

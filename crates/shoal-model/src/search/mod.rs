@@ -135,6 +135,28 @@ mod tests {
         (seen, best)
     }
 
+    /// As [`run`], but `in_flight` candidates are out at a time and each slot is refilled as
+    /// soon as its outcome is observed, oldest first, as the Scheduler refills freed slots.
+    fn run_refilling(name: &str, seed: u64, budget: usize, in_flight: usize) -> f64 {
+        let (space, time) = space();
+        let mut s = strategy(name, &space, seed).unwrap();
+        let (mut used, mut best) = (0, f64::MAX);
+        let mut out = std::collections::VecDeque::new();
+        loop {
+            let room = in_flight.saturating_sub(out.len()).min(budget - used);
+            let batch = s.propose(room);
+            used += batch.len();
+            out.extend(batch);
+            let Some(c) = out.pop_front() else {
+                break;
+            };
+            let t = time(c, &space);
+            best = best.min(t.unwrap_or(f64::MAX));
+            s.observe(c, t);
+        }
+        best
+    }
+
     #[test]
     fn never_twice_and_only_valid_candidates() {
         for name in STRATEGIES {
@@ -176,5 +198,22 @@ mod tests {
             assert!(found <= random, "{name} {found} against random {random}");
             assert!(found <= 12.0, "{name} {found}: the optimum is 10");
         }
+    }
+
+    #[test]
+    fn the_forest_guides_slots_refilled_while_others_are_in_flight() {
+        // 30 of 192 candidates, 8 out at a time: the forest must start once part of its
+        // initial design is back, not wait for all of it while refilling at random, and must
+        // not send a freed slot to a twin of a candidate still in flight.
+        let median = |name: &str| {
+            let mut bests: Vec<f64> = (1..=21)
+                .map(|seed| run_refilling(name, seed, 30, 8))
+                .collect();
+            bests.sort_by(f64::total_cmp);
+            bests[10]
+        };
+        let (random, forest) = (median("random"), median("forest"));
+        assert!(forest < random, "forest {forest} against random {random}");
+        assert!(forest <= 11.0, "forest {forest}: the optimum is 10");
     }
 }
