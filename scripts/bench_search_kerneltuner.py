@@ -10,7 +10,8 @@ Usage:
 For each space, budget and strategy, over seeds 1..reps, it prints
   kerneltuner-run space=<file name> budget=<b> evaluations=<n> strategy=<s> median=<r> p10=<r>
                   p90=<r> within_2pct=<share> secs=<s>
-and, last per space and budget, the strategy with the lowest median:
+and, last per space and budget, the strategy with the lowest median (on a tie, the larger share
+within 2 %):
   kerneltuner space=<file name> budget=<b> best=<strategy>:<median ratio>:<share within 2%>
 A ratio is the best valid time a run found over the space's optimum (inf if it found none).
 
@@ -352,7 +353,8 @@ def main():
                             file=sys.stderr,
                             flush=True,
                         )
-                    if best is None or q(0.5) < best[1]:
+                    # The lowest median; on a tie, the larger share within 2 %.
+                    if best is None or (q(0.5), -within) < (best[1], -best[2]):
                         best = (strategy, q(0.5), within)
                 if best is None:
                     sys.exit(f"{space.name}: no strategy ran")

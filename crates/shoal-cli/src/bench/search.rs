@@ -3,7 +3,7 @@
 //! with the recorded time or failure of each candidate, and stops at the budget. For each
 //! strategy, over `--reps` seeds, it prints the median best-found over the optimum with p10 and
 //! p90, the share of runs within 2 % of the optimum, and the wall time; the last line per space
-//! and budget names the best strategy:
+//! and budget names the best strategy (the lowest median; on a tie, the larger share within 2 %):
 //! `search space=<file> budget=<b> shoal=<strategy>:<median ratio>:<share within 2%>`.
 
 use std::path::{Path, PathBuf};
@@ -91,7 +91,11 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                     q(0.9),
                     within
                 );
-                if best.as_ref().is_none_or(|b| q(0.5) < b.1) {
+                // The lowest median; on a tie, the larger share within 2 %.
+                if best
+                    .as_ref()
+                    .is_none_or(|b| q(0.5) < b.1 || (q(0.5) == b.1 && within > b.2))
+                {
                     best = Some((name_s.to_string(), q(0.5), within));
                 }
             }
