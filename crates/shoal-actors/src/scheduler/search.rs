@@ -155,6 +155,10 @@ impl SessionSearch {
     /// Up to `room` candidates over the shapes whose searches go on, each shape an even share
     /// (so that no shape waits for another); the changes that release their jobs, and those
     /// that skip what is left of each search that has spent its budget.
+    ///
+    /// The shapes with the fewest candidates out are served first. Slots free one at a time,
+    /// and a room of one used to go to the first shape every time: its search ran with every
+    /// slot while the others, their candidates back, waited for it to spend its budget.
     fn plan(&mut self, room: usize) -> Vec<Change> {
         let mut changes = Vec::new();
         let active = self
@@ -164,7 +168,14 @@ impl SessionSearch {
             .count();
         let mut room = room;
         let share = room.div_ceil(active.max(1));
-        for shape in self.shapes.iter_mut().filter(|s| !s.done) {
+        // An order to serve them in, not a reordering: `by_job` points into `shapes`.
+        let mut order: Vec<usize> = (0..self.shapes.len()).collect();
+        order.sort_by_key(|i| self.shapes[*i].search.outstanding());
+        for i in order {
+            let shape = &mut self.shapes[i];
+            if shape.done {
+                continue;
+            }
             if room > 0 && shape.search.left() > 0 {
                 let chosen = shape.search.propose(share.min(room));
                 room -= chosen.len();
@@ -277,5 +288,79 @@ impl Inner {
         };
         let rows = self.store.final_results(session).await?;
         Ok(SessionSearch::rebuild(&spec, &search, &rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_model::search::Budget;
+
+    /// `shapes` shapes of `size` candidates each, every candidate with a job, searched at random
+    /// with a budget of 40.
+    fn session(shapes: usize, size: usize) -> SessionSearch {
+        let space = Space {
+            sizes: vec![size],
+            candidates: (0..size as u16).map(|c| vec![c]).collect(),
+        };
+        let spec = SearchSpec::new("random", Budget::Count(40), 1).unwrap();
+        let mut by_job = HashMap::new();
+        let shapes = (0..shapes)
+            .map(|i| {
+                let jobs = (0..size)
+                    .map(|c| {
+                        let job = JobId((i * size + c) as i64);
+                        by_job.insert(job, (i, c));
+                        Some(job)
+                    })
+                    .collect();
+                ShapeSearch {
+                    search: Search::new(&spec, &space),
+                    jobs,
+                    done: false,
+                }
+            })
+            .collect();
+        SessionSearch { shapes, by_job }
+    }
+
+    fn out(s: &SessionSearch) -> Vec<usize> {
+        s.shapes.iter().map(|s| s.search.outstanding()).collect()
+    }
+
+    /// One job of `shape` that is out (proposed, not in `back`), measured.
+    fn one_back(s: &mut SessionSearch, shape: usize, back: &mut Vec<JobId>) {
+        let search = &s.shapes[shape].search;
+        let job = s.shapes[shape]
+            .jobs
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| search.was_proposed(*c))
+            .filter_map(|(_, j)| *j)
+            .find(|j| !back.contains(j))
+            .expect("a job out");
+        back.push(job);
+        s.observe(&[(job, Some(1.0))]);
+    }
+
+    #[test]
+    fn a_freed_slot_goes_to_the_shape_with_the_fewest_candidates_out() {
+        let (mut s, mut back) = (session(3, 100), Vec::new());
+        assert_eq!(s.plan(6).len(), 6);
+        assert_eq!(out(&s), [2, 2, 2], "an even share");
+        for shape in [2, 1, 2, 0] {
+            one_back(&mut s, shape, &mut back);
+            assert_eq!(s.plan(1).len(), 1);
+            assert_eq!(
+                out(&s),
+                [2, 2, 2],
+                "the slot freed by shape {shape} went back to it"
+            );
+        }
+        // Two back from the last shape, one room: it goes there, not to the first shape.
+        one_back(&mut s, 2, &mut back);
+        one_back(&mut s, 2, &mut back);
+        s.plan(1);
+        assert_eq!(out(&s), [2, 2, 1]);
     }
 }
