@@ -9,16 +9,15 @@
 //   PIPE    1: one shared buffer, load then compute, two barriers per k-step;
 //           2: double-buffered shared memory, the next k-tile is loaded into registers while the
 //              current one is computed, one barrier per k-step
+//   FAULT   0 (default); 1: an out-of-bounds write far outside any allocation (the kernel then
+//           fails with cudaErrorIllegalAddress); 2: the kernel spins forever. Only faults.toml
+//           sets it, to show how Shoal records a crash and a hang.
 //
 // One run-time parameter (shoal_run's run_params, e.g. "GROUP=8"; absent: 1):
 //   GROUP   the order in which thread blocks walk C: in groups of GROUP block rows, column by
 //           column within a group, so that blocks resident at the same time share A's rows and
 //           B's columns in L2. 1 is plain row-major order. Any value >= 1 is correct for any
 //           shape (the last group takes the rows left).
-//
-//   FAULT   0 (default); 1: an out-of-bounds write far outside any allocation (the kernel then
-//           fails with cudaErrorIllegalAddress); 2: the kernel spins forever. Only faults.toml
-//           sets it, to show how Shoal records a crash and a hang.
 //
 // A block has (BM/TM) * (BN/TN) threads. Every combination that passes the static_asserts below
 // is correct for every shape with M % BM == 0, N % BN == 0 and K % BK == 0 (shoal_run answers
