@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use shoal_model::search::{strategy, Budget, Space, STRATEGIES};
+use shoal_model::search::{simulate, Budget, SearchSpec, Slots, Space, STRATEGIES};
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
@@ -60,9 +60,13 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             recorded.times.iter().flatten().count()
         );
         for budget in &args.budget {
-            let n = Budget::parse(budget)
-                .map_err(anyhow::Error::msg)?
-                .evaluations(recorded.times.len());
+            let parsed = Budget::parse(budget).map_err(anyhow::Error::msg)?;
+            let n = parsed.evaluations(recorded.times.len());
+            let slots = if args.refill {
+                Slots::Refilled(args.batch)
+            } else {
+                Slots::Batches(args.batch)
+            };
             let mut best: Option<(String, f64, f64)> = None;
             let chosen = STRATEGIES
                 .into_iter()
@@ -70,14 +74,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             for name_s in chosen {
                 let clock = Instant::now();
                 let mut ratios: Vec<f64> = (1..=args.reps)
-                    .map(|seed| {
-                        let best = if args.refill {
-                            run_refilling(&recorded, name_s, seed, n, args.batch)
-                        } else {
-                            run(&recorded, name_s, seed, n, args.batch)
-                        };
-                        best / optimum
-                    })
+                    .map(|seed| best_found(&recorded, name_s, parsed, seed, slots) / optimum)
                     .collect();
                 let secs = clock.elapsed().as_secs_f64();
                 ratios.sort_by(f64::total_cmp);
@@ -106,52 +103,12 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The best time one search finds within `budget` evaluations.
-fn run(recorded: &Recorded, name: &str, seed: u64, budget: usize, batch: usize) -> f64 {
-    let mut s = strategy(name, &recorded.space, seed).expect("known strategy");
-    let (mut used, mut best) = (0, f64::MAX);
-    while used < budget {
-        let proposed = s.propose(batch.min(budget - used));
-        if proposed.is_empty() {
-            break;
-        }
-        for c in proposed {
-            let t = recorded.times[c];
-            best = best.min(t.unwrap_or(f64::MAX));
-            s.observe(c, t);
-            used += 1;
-        }
-    }
-    best
-}
-
-/// The best time one search finds within `budget` evaluations, `in_flight` at a time, each
-/// freed slot refilled at once (`--async`).
-fn run_refilling(
-    recorded: &Recorded,
-    name: &str,
-    seed: u64,
-    budget: usize,
-    in_flight: usize,
-) -> f64 {
-    let mut s = strategy(name, &recorded.space, seed).expect("known strategy");
-    let (mut used, mut best) = (0, f64::MAX);
-    let mut pending = std::collections::VecDeque::new();
-    loop {
-        let room = in_flight.saturating_sub(pending.len()).min(budget - used);
-        if room > 0 {
-            let proposed = s.propose(room);
-            used += proposed.len();
-            pending.extend(proposed);
-        }
-        let Some(c) = pending.pop_front() else {
-            break;
-        };
-        let t = recorded.times[c];
-        best = best.min(t.unwrap_or(f64::MAX));
-        s.observe(c, t);
-    }
-    best
+/// The best time one search finds (`f64::MAX` when every candidate it measured failed).
+fn best_found(recorded: &Recorded, name: &str, budget: Budget, seed: u64, slots: Slots) -> f64 {
+    let spec = SearchSpec::new(name, budget, seed).expect("a known strategy");
+    simulate(&spec, &recorded.space, slots, |c| recorded.times[c])
+        .best
+        .unwrap_or(f64::MAX)
 }
 
 /// A T4 space as the strategies see it: each parameter's values (numbers in numeric order, as
@@ -210,19 +167,22 @@ mod tests {
     }
 
     #[test]
-    fn both_ways_of_asking_spend_the_budget_and_no_more() {
+    fn a_search_is_answered_with_the_recorded_times() {
         let r = recorded();
+        let whole = Budget::Count(36);
         for name in STRATEGIES {
             // The whole space as the budget: the optimum is found, in batches or refilling.
-            assert_eq!(run(&r, name, 3, 36, 4), 1.0, "{name}");
-            assert_eq!(run_refilling(&r, name, 3, 36, 4), 1.0, "{name}");
+            for slots in [Slots::Batches(4), Slots::Refilled(4)] {
+                assert_eq!(best_found(&r, name, whole, 3, slots), 1.0, "{name}");
+            }
             // One evaluation finds at most what that one candidate took.
-            assert!(run_refilling(&r, name, 3, 1, 4) >= 1.0, "{name}");
+            assert!(best_found(&r, name, Budget::Count(1), 3, Slots::Refilled(4)) >= 1.0);
         }
         // A budget of one, asked for four at a time, is one evaluation: random's first pick.
-        let first = strategy("random", &r.space, 5).unwrap().propose(1)[0];
+        let spec = SearchSpec::new("random", Budget::Count(1), 5).unwrap();
+        let first = shoal_model::search::Search::new(&spec, &r.space).propose(4)[0];
         assert_eq!(
-            run_refilling(&r, "random", 5, 1, 4),
+            best_found(&r, "random", Budget::Count(1), 5, Slots::Refilled(4)),
             r.times[first].unwrap_or(f64::MAX)
         );
     }

@@ -14,6 +14,7 @@ mod budget;
 mod forest;
 mod genetic;
 mod random;
+mod simulate;
 
 use std::collections::HashMap;
 
@@ -21,6 +22,7 @@ pub use budget::{Budget, Search, SearchSpec};
 pub use forest::Forest;
 pub use genetic::Genetic;
 pub use random::Random;
+pub use simulate::{simulate, Simulated, Slots};
 
 /// The candidates a strategy chooses from.
 #[derive(Clone, Debug, Default)]
@@ -116,45 +118,22 @@ mod tests {
         (space, time)
     }
 
-    fn run(name: &str, seed: u64, budget: usize) -> (Vec<usize>, f64) {
+    fn run(name: &str, seed: u64, budget: u64) -> (Vec<usize>, f64) {
         let (space, time) = space();
-        let mut s = strategy(name, &space, seed).unwrap();
-        let (mut seen, mut best) = (Vec::new(), f64::MAX);
-        while seen.len() < budget {
-            let batch = s.propose(8.min(budget - seen.len()));
-            if batch.is_empty() {
-                break;
-            }
-            for c in batch {
-                let t = time(c, &space);
-                best = best.min(t.unwrap_or(f64::MAX));
-                s.observe(c, t);
-                seen.push(c);
-            }
-        }
-        (seen, best)
+        let spec = SearchSpec::new(name, Budget::Count(budget), seed).unwrap();
+        let run = simulate(&spec, &space, Slots::Batches(8), |c| time(c, &space));
+        (run.measured, run.best.unwrap_or(f64::MAX))
     }
 
     /// As [`run`], but `in_flight` candidates are out at a time and each slot is refilled as
-    /// soon as its outcome is observed, oldest first, as the Scheduler refills freed slots.
-    fn run_refilling(name: &str, seed: u64, budget: usize, in_flight: usize) -> f64 {
+    /// soon as its outcome is observed, as the Scheduler refills freed slots.
+    fn run_refilling(name: &str, seed: u64, budget: u64, in_flight: usize) -> f64 {
         let (space, time) = space();
-        let mut s = strategy(name, &space, seed).unwrap();
-        let (mut used, mut best) = (0, f64::MAX);
-        let mut out = std::collections::VecDeque::new();
-        loop {
-            let room = in_flight.saturating_sub(out.len()).min(budget - used);
-            let batch = s.propose(room);
-            used += batch.len();
-            out.extend(batch);
-            let Some(c) = out.pop_front() else {
-                break;
-            };
-            let t = time(c, &space);
-            best = best.min(t.unwrap_or(f64::MAX));
-            s.observe(c, t);
-        }
-        best
+        let spec = SearchSpec::new(name, Budget::Count(budget), seed).unwrap();
+        let run = simulate(&spec, &space, Slots::Refilled(in_flight), |c| {
+            time(c, &space)
+        });
+        run.best.unwrap_or(f64::MAX)
     }
 
     #[test]
