@@ -144,6 +144,7 @@ impl Search {
         // is dropped and asked for once more. Each call returns candidates it never returned, so
         // this ends.
         while out.len() < want {
+            self.strategy.budget_left(self.left());
             let offered = self.strategy.propose(want - out.len());
             if offered.is_empty() {
                 break;
