@@ -250,7 +250,7 @@ impl Strategy for Forest {
             // one tree's best, among the candidates two parameters from the best measured once
             // that has stalled. Ties (trees predict by leaves) go to the better mean. The last
             // proposals: the mean alone, one parameter from the best measured while any is open.
-            let bound_turn = turn.is_multiple_of(2) || last;
+            let bound_turn = turn.is_multiple_of(2);
             let score: Vec<f64> = if last {
                 mean.clone()
             } else if bound_turn {
