@@ -121,4 +121,14 @@ fn a_search_with_an_unknown_strategy_or_no_budget_names_the_field() {
         good_spec()
     );
     refuse(dir.path(), &text, &["search.budget", "120%"]);
+    let text = format!(
+        "{}\n[search]\nstrategy = \"forest\"\nbudget = 40\nin_flight = 0\n",
+        good_spec()
+    );
+    let line = text.lines().position(|l| l.contains("in_flight")).unwrap() + 1;
+    refuse(
+        dir.path(),
+        &text,
+        &[&format!("bad.toml:{line}"), "search.in_flight", "1 or more"],
+    );
 }

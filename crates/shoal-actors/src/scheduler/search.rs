@@ -7,7 +7,9 @@
 //!
 //! How many candidates are out at once: [`SchedulerConfig::search_in_flight`] per session,
 //! about one per compile slot and device, so every slot stays busy while the search still
-//! learns from one batch before it chooses the next.
+//! learns from one batch before it chooses the next; and per shape, no more than its search
+//! may have out ([`Search::room`]: a forest keeps at most a twelfth of its budget out, or the
+//! spec's `in_flight`). What one shape leaves, the others take.
 //!
 //! Outcomes come from the changes the Scheduler applies (every change into a final state goes
 //! through `Inner::apply_counted`, which records it for the session's search), so driving a
@@ -159,26 +161,30 @@ impl SessionSearch {
     /// The shapes with the fewest candidates out are served first. Slots free one at a time,
     /// and a room of one used to go to the first shape every time: its search ran with every
     /// slot while the others, their candidates back, waited for it to spend its budget.
+    ///
+    /// A shape takes no more than its search has room for ([`Search::room`]: its budget, and
+    /// how many it may have out at once); what it leaves goes to the other shapes, and only
+    /// when every shape is full does a slot stay free.
     fn plan(&mut self, room: usize) -> Vec<Change> {
         let mut changes = Vec::new();
-        let active = self
-            .shapes
-            .iter()
-            .filter(|s| !s.done && s.search.left() > 0)
-            .count();
         let mut room = room;
-        let share = room.div_ceil(active.max(1));
         // An order to serve them in, not a reordering: `by_job` points into `shapes`.
         let mut order: Vec<usize> = (0..self.shapes.len()).collect();
         order.sort_by_key(|i| self.shapes[*i].search.outstanding());
-        for i in order {
-            let shape = &mut self.shapes[i];
-            if shape.done {
-                continue;
-            }
-            if room > 0 && shape.search.left() > 0 {
+        // A second pass hands out what a shape with little room left of its share.
+        while room > 0 {
+            let wanting: Vec<usize> = order
+                .iter()
+                .copied()
+                .filter(|i| !self.shapes[*i].done && self.shapes[*i].search.room() > 0)
+                .collect();
+            let mut took = false;
+            for (k, &i) in wanting.iter().enumerate() {
+                let share = room.div_ceil(wanting.len() - k);
+                let shape = &mut self.shapes[i];
                 let chosen = shape.search.propose(share.min(room));
                 room -= chosen.len();
+                took |= !chosen.is_empty();
                 for c in chosen {
                     match shape.jobs[c] {
                         Some(job) => changes.push(release(job, JobState::New)),
@@ -186,6 +192,11 @@ impl SessionSearch {
                     }
                 }
             }
+            if !took {
+                break;
+            }
+        }
+        for shape in self.shapes.iter_mut().filter(|s| !s.done) {
             if shape.search.left() == 0 {
                 // The budget is spent: what was not chosen will not be.
                 for (c, job) in shape.jobs.iter().enumerate() {
@@ -299,11 +310,15 @@ mod tests {
     /// `shapes` shapes of `size` candidates each, every candidate with a job, searched at random
     /// with a budget of 40.
     fn session(shapes: usize, size: usize) -> SessionSearch {
+        let spec = SearchSpec::new("random", Budget::Count(40), 1).unwrap();
+        session_of(&spec, shapes, size)
+    }
+
+    fn session_of(spec: &SearchSpec, shapes: usize, size: usize) -> SessionSearch {
         let space = Space {
             sizes: vec![size],
             candidates: (0..size as u16).map(|c| vec![c]).collect(),
         };
-        let spec = SearchSpec::new("random", Budget::Count(40), 1).unwrap();
         let mut by_job = HashMap::new();
         let shapes = (0..shapes)
             .map(|i| {
@@ -315,7 +330,7 @@ mod tests {
                     })
                     .collect();
                 ShapeSearch {
-                    search: Search::new(&spec, &space),
+                    search: Search::new(spec, &space),
                     jobs,
                     done: false,
                 }
@@ -362,5 +377,28 @@ mod tests {
         one_back(&mut s, 2, &mut back);
         s.plan(1);
         assert_eq!(out(&s), [2, 2, 1]);
+    }
+
+    #[test]
+    fn a_shape_takes_no_more_than_its_search_may_have_out_and_the_rest_go_to_the_others() {
+        let spec = SearchSpec::new("random", Budget::Count(40), 1)
+            .unwrap()
+            .with_in_flight(4);
+        let mut s = session_of(&spec, 2, 100);
+        assert_eq!(s.plan(16).len(), 8, "two shapes of four out each");
+        assert_eq!(out(&s), [4, 4]);
+        assert!(s.plan(16).is_empty(), "both are full: the slots stay free");
+        // All four back from the first shape, one from the second, and six slots: an even
+        // share is three each, the second shape has room for one, and the first takes the rest.
+        let mut back = Vec::new();
+        for shape in [0, 0, 0, 0, 1] {
+            one_back(&mut s, shape, &mut back);
+        }
+        assert_eq!(s.plan(6).len(), 5);
+        assert_eq!(
+            out(&s),
+            [4, 4],
+            "what one shape could not take went to the other"
+        );
     }
 }

@@ -73,6 +73,7 @@
 //! [search]                          # optional, as for any spec
 //! strategy = "forest"
 //! budget = "5%"
+//! in_flight = 8                     # optional: of one shape's candidates out at once, at most
 //! ```
 //!
 //! The file's parameters are the compile parameters, its configurations the only candidates,

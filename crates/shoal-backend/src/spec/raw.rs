@@ -45,6 +45,7 @@ pub struct RawSearch {
     pub strategy: Spanned<String>,
     pub budget: Option<Spanned<Value>>,
     pub seed: Option<Spanned<i64>>,
+    pub in_flight: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]

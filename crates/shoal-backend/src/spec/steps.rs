@@ -313,8 +313,9 @@ fn regex(
 }
 
 /// `[search]`: `None` for exhaustive (every candidate is a job from the start), else the
-/// strategy, its budget per shape (a count, or a share such as `"5%"`) and its seed (1 when not
-/// given).
+/// strategy, its budget per shape (a count, or a share such as `"5%"`), its seed (1 when not
+/// given) and how many of one shape's candidates may be out at once (`in_flight`; as many as
+/// the strategy can use when not given).
 pub(super) fn search(ctx: Ctx, raw: &RawSpec) -> Result<Option<SearchSpec>, SpecError> {
     let Some(section) = &raw.search else {
         return Ok(None);
@@ -366,7 +367,17 @@ pub(super) fn search(ctx: Ctx, raw: &RawSpec) -> Result<Option<SearchSpec>, Spec
         Some(s) => u64::try_from(*s.get_ref())
             .map_err(|_| ctx.at(s.span(), "search.seed", "a seed of 0 or more"))?,
     };
-    SearchSpec::new(strategy.get_ref(), budget, seed)
-        .map(Some)
-        .map_err(|e| ctx.at(strategy.span(), "search.strategy", e))
+    let spec = SearchSpec::new(strategy.get_ref(), budget, seed)
+        .map_err(|e| ctx.at(strategy.span(), "search.strategy", e))?;
+    match &raw_search.in_flight {
+        None => Ok(Some(spec)),
+        Some(n) => match usize::try_from(*n.get_ref()) {
+            Ok(n) if n >= 1 => Ok(Some(spec.with_in_flight(n))),
+            _ => Err(ctx.at(
+                n.span(),
+                "search.in_flight",
+                "candidates of one shape out at once: 1 or more",
+            )),
+        },
+    }
 }

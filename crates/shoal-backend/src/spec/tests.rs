@@ -497,3 +497,15 @@ fn library_mode_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn a_search_may_say_how_many_of_a_shapes_candidates_are_out_at_once() {
+    let text = format!("{BASE}\n[search]\nstrategy = \"forest\"\nbudget = 40\n");
+    let (_dir, spec) = load_with(&text, &[]);
+    let search = spec.unwrap().search.expect("a search");
+    assert_eq!(search.in_flight, None, "the strategy's own when not given");
+    let (_dir, spec) = load_with(&format!("{text}in_flight = 3\n"), &[]);
+    assert_eq!(spec.unwrap().search.expect("a search").in_flight, Some(3));
+    let e = err_of(&format!("{text}in_flight = -2\n"));
+    assert!(e.contains("search.in_flight"), "{e}");
+}

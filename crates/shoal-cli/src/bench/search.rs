@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use shoal_model::search::{simulate, Budget, SearchSpec, Slots, Space, STRATEGIES};
+use shoal_model::search::{simulate, Budget, Search, SearchSpec, Slots, Space, STRATEGIES};
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
@@ -33,6 +33,11 @@ pub struct SearchArgs {
     /// it, every batch waits for all its results (the worst case for a model-based search).
     #[arg(long = "async")]
     pub refill: bool,
+    /// Candidates of one search out at once, at most, as `in_flight` in a spec's `[search]`:
+    /// by default as many as the strategy can use (the forest: a twelfth of its budget, at least
+    /// 4), within `--batch`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub in_flight: Option<u64>,
     /// Only this strategy (repeatable); all of them when left out.
     #[arg(long = "strategy", value_parser = clap::builder::PossibleValuesParser::new(STRATEGIES))]
     pub strategies: Vec<String>,
@@ -72,9 +77,22 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                 .into_iter()
                 .filter(|s| args.strategies.is_empty() || args.strategies.iter().any(|c| c == s));
             for name_s in chosen {
+                let mut spec = SearchSpec::new(name_s, parsed, 1).expect("a known strategy");
+                if let Some(k) = args.in_flight {
+                    spec = spec.with_in_flight(usize::try_from(k).unwrap_or(usize::MAX));
+                }
+                let in_flight = Search::new(&spec, &recorded.space)
+                    .in_flight()
+                    .min(args.batch);
                 let clock = Instant::now();
                 let mut ratios: Vec<f64> = (1..=args.reps)
-                    .map(|seed| best_found(&recorded, name_s, parsed, seed, slots) / optimum)
+                    .map(|seed| {
+                        let spec = SearchSpec {
+                            seed,
+                            ..spec.clone()
+                        };
+                        best_found(&recorded, &spec, slots) / optimum
+                    })
                     .collect();
                 let secs = clock.elapsed().as_secs_f64();
                 ratios.sort_by(f64::total_cmp);
@@ -82,7 +100,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                 let within =
                     ratios.iter().filter(|r| **r <= 1.02).count() as f64 / ratios.len() as f64;
                 println!(
-                    "search-run space={name} budget={budget} evaluations={n} strategy={name_s} median={:.4} p10={:.4} p90={:.4} within_2pct={:.2} secs={secs:.3}",
+                    "search-run space={name} budget={budget} evaluations={n} strategy={name_s} in_flight={in_flight} median={:.4} p10={:.4} p90={:.4} within_2pct={:.2} secs={secs:.3}",
                     q(0.5),
                     q(0.1),
                     q(0.9),
@@ -104,9 +122,8 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The best time one search finds (`f64::MAX` when every candidate it measured failed).
-fn best_found(recorded: &Recorded, name: &str, budget: Budget, seed: u64, slots: Slots) -> f64 {
-    let spec = SearchSpec::new(name, budget, seed).expect("a known strategy");
-    simulate(&spec, &recorded.space, slots, |c| recorded.times[c])
+fn best_found(recorded: &Recorded, spec: &SearchSpec, slots: Slots) -> f64 {
+    simulate(spec, &recorded.space, slots, |c| recorded.times[c])
         .best
         .unwrap_or(f64::MAX)
 }
@@ -166,6 +183,10 @@ mod tests {
         }
     }
 
+    fn found(r: &Recorded, name: &str, budget: Budget, seed: u64, slots: Slots) -> f64 {
+        best_found(r, &SearchSpec::new(name, budget, seed).unwrap(), slots)
+    }
+
     #[test]
     fn a_search_is_answered_with_the_recorded_times() {
         let r = recorded();
@@ -173,16 +194,16 @@ mod tests {
         for name in STRATEGIES {
             // The whole space as the budget: the optimum is found, in batches or refilling.
             for slots in [Slots::Batches(4), Slots::Refilled(4)] {
-                assert_eq!(best_found(&r, name, whole, 3, slots), 1.0, "{name}");
+                assert_eq!(found(&r, name, whole, 3, slots), 1.0, "{name}");
             }
             // One evaluation finds at most what that one candidate took.
-            assert!(best_found(&r, name, Budget::Count(1), 3, Slots::Refilled(4)) >= 1.0);
+            assert!(found(&r, name, Budget::Count(1), 3, Slots::Refilled(4)) >= 1.0);
         }
         // A budget of one, asked for four at a time, is one evaluation: random's first pick.
         let spec = SearchSpec::new("random", Budget::Count(1), 5).unwrap();
         let first = shoal_model::search::Search::new(&spec, &r.space).propose(4)[0];
         assert_eq!(
-            best_found(&r, "random", Budget::Count(1), 5, Slots::Refilled(4)),
+            found(&r, "random", Budget::Count(1), 5, Slots::Refilled(4)),
             r.times[first].unwrap_or(f64::MAX)
         );
     }

@@ -60,13 +60,17 @@ impl fmt::Display for Budget {
     }
 }
 
-/// A spec's `[search]`: which strategy, under which budget per shape, from which seed.
+/// A spec's `[search]`: which strategy, under which budget per shape, from which seed, and
+/// how many of one shape's candidates may be out at once.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchSpec {
     /// One of [`STRATEGIES`].
     pub strategy: String,
     pub budget: Budget,
     pub seed: u64,
+    /// Candidates of one shape chosen and not yet back, at most; `None`: as many as the
+    /// strategy can use ([`Strategy::in_flight`]).
+    pub in_flight: Option<usize>,
 }
 
 impl SearchSpec {
@@ -82,7 +86,15 @@ impl SearchSpec {
             strategy: strategy.to_string(),
             budget,
             seed,
+            in_flight: None,
         })
+    }
+
+    /// The same search with at most `n` (at least 1) of one shape's candidates out at once,
+    /// whatever its strategy would use.
+    pub fn with_in_flight(mut self, n: usize) -> SearchSpec {
+        self.in_flight = Some(n.max(1));
+        self
     }
 }
 
@@ -94,6 +106,8 @@ pub struct Search {
     observed: Vec<bool>,
     proposals: usize,
     size: usize,
+    /// Candidates out at once, at most (see [`Search::in_flight`]).
+    in_flight: usize,
 }
 
 impl Search {
@@ -102,10 +116,16 @@ impl Search {
     /// rather than stopping the Scheduler.
     pub fn new(spec: &SearchSpec, space: &Space) -> Search {
         let size = space.candidates.len();
+        let strategy: Box<dyn Strategy> = strategy(&spec.strategy, space, spec.seed)
+            .unwrap_or_else(|| Box::new(super::Random::new(space, spec.seed)));
+        let budget = spec.budget.evaluations(size);
         Search {
-            strategy: strategy(&spec.strategy, space, spec.seed)
-                .unwrap_or_else(|| Box::new(super::Random::new(space, spec.seed))),
-            budget: spec.budget.evaluations(size),
+            in_flight: spec
+                .in_flight
+                .unwrap_or_else(|| strategy.in_flight(budget))
+                .clamp(1, budget.max(1)),
+            strategy,
+            budget,
             proposed: vec![false; size],
             observed: vec![false; size],
             proposals: 0,
@@ -136,9 +156,10 @@ impl Search {
         s
     }
 
-    /// Up to `n` candidates never proposed before, within what is left of the budget.
+    /// Up to `n` candidates never proposed before, within what is left of the budget and of
+    /// the candidates it may have out at once ([`Search::room`]).
     pub fn propose(&mut self, n: usize) -> Vec<usize> {
-        let want = n.min(self.left());
+        let want = n.min(self.room());
         let mut out = Vec::with_capacity(want);
         // The strategy does not know what was proposed before a restart: what it offers again
         // is dropped and asked for once more. Each call returns candidates it never returned, so
@@ -176,6 +197,20 @@ impl Search {
     /// Candidates it may still propose.
     pub fn left(&self) -> usize {
         self.budget.min(self.size).saturating_sub(self.proposals)
+    }
+
+    /// How many candidates it may propose now: what is left of the budget, and of the
+    /// candidates it may have out at once.
+    pub fn room(&self) -> usize {
+        self.left()
+            .min(self.in_flight.saturating_sub(self.outstanding()))
+    }
+
+    /// How many candidates it may have out at once (chosen and not yet back): the spec's
+    /// `in_flight`, else as many as its strategy can use ([`Strategy::in_flight`]). Slots it
+    /// leaves free go to the session's other shapes.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
     }
 
     /// Proposed and not yet observed.
@@ -234,9 +269,46 @@ mod tests {
     }
 
     #[test]
+    fn a_search_has_no_more_out_than_it_may() {
+        // The forest's own limit: a twelfth of its budget, at least 4; the others', none.
+        for (name, budget, limit) in [
+            ("forest", 37, 4),
+            ("forest", 74, 6),
+            ("forest", 185, 15),
+            ("forest", 10, 4),
+            ("random", 37, 37),
+            ("genetic", 37, 37),
+        ] {
+            let spec = SearchSpec::new(name, Budget::Count(budget), 2).unwrap();
+            let mut s = Search::new(&spec, &space(500));
+            assert_eq!(s.in_flight(), limit.min(budget as usize), "{name} {budget}");
+            let first = s.propose(16);
+            assert_eq!(first.len(), limit.min(16), "{name} {budget}");
+            if limit < 16 {
+                assert!(s.propose(16).is_empty(), "{name} {budget}: full");
+                // Two back, two more: never more than the limit out.
+                for &c in &first[..2] {
+                    s.observe(c, Some(1.0));
+                }
+                assert_eq!(s.propose(16).len(), 2, "{name} {budget}");
+                assert_eq!(s.outstanding(), limit, "{name} {budget}");
+            }
+        }
+        // A spec's in_flight rules over the strategy's, either way.
+        for (name, n) in [("forest", 12), ("random", 3)] {
+            let spec = SearchSpec::new(name, Budget::Count(37), 2)
+                .unwrap()
+                .with_in_flight(n);
+            assert_eq!(Search::new(&spec, &space(500)).propose(16).len(), n);
+        }
+    }
+
+    #[test]
     fn a_resumed_search_keeps_its_budget_and_never_repeats() {
         for name in STRATEGIES {
-            let spec = SearchSpec::new(name, Budget::Count(40), 9).unwrap();
+            let spec = SearchSpec::new(name, Budget::Count(40), 9)
+                .unwrap()
+                .with_in_flight(16);
             let space = space(120);
             let mut first = Search::new(&spec, &space);
             let before: Vec<usize> = [first.propose(8), first.propose(8)].concat();
@@ -253,6 +325,9 @@ mod tests {
                 let b = again.propose(5);
                 if b.is_empty() {
                     break;
+                }
+                for &c in &b {
+                    again.observe(c, Some(1.0 + c as f64));
                 }
                 after.extend(b);
             }

@@ -41,6 +41,15 @@
 //! the median went from 1.0749 / 1.0583 / 1.0571 of the optimum to 1.0530 / 1.0337 / 1.0488
 //! (1,000 seeds), and on convolution at 2 % from 1.128 to 1.074 (BENCHMARKS.md).
 //!
+//! It has no more than a twelfth of its budget out at once, at least 4 ([`Strategy::in_flight`]),
+//! however many slots are free. Every proposal made while others are out is made without their
+//! outcomes: with 16 out, a budget of 37 is a blind first 16 and barely two informed rounds. On
+//! the three GPU GEMM spaces, 16 in flight left the forest behind KernelTuner's best
+//! (sequential) strategy at 1 % and 2 % of each space, and 4 at 1 % and 6 at 2 % put it ahead
+//! or level in all six cells (1,000 seeds; BENCHMARKS.md, "How many out at once"). Slots it
+//! leaves go to the session's other shapes; Ax limits its Bayesian steps' parallelism the same
+//! way. A spec's `in_flight` overrides it, for a lone shape that must finish sooner.
+//!
 //! Why a forest and not a Gaussian process: the parameters are discrete, often categorical
 //! (a flag, a loop order), and the times jump at some values (a tile that no longer fits in
 //! shared memory); trees take both as they are, where a GP needs a kernel designed for them.
@@ -60,6 +69,12 @@ const FIRST_FIT: usize = 8;
 const TREES: usize = 16;
 /// A node with fewer measurements than this is a leaf.
 const MIN_SPLIT: usize = 4;
+/// The budget, at least, in rounds of the candidates the forest has out at once
+/// ([`Strategy::in_flight`]).
+const ROUNDS: usize = 12;
+/// Candidates out at once whatever the budget: a smaller budget is a quick look, not a
+/// sequential search.
+const MIN_IN_FLIGHT: usize = 4;
 /// Measurements without a new best after which the draw turns look two parameters away from
 /// the best (see [`Forest::stalled`]).
 const PATIENCE: usize = 48;
@@ -295,6 +310,13 @@ impl Strategy for Forest {
 
     fn budget_left(&mut self, left: usize) {
         self.left = left;
+    }
+
+    /// A twelfth of the budget, at least [`MIN_IN_FLIGHT`]: the search then goes through its
+    /// budget in about twelve rounds of what it has out at once, each chosen knowing the ones
+    /// before, however many slots are free (see [`Search::in_flight`](super::Search::in_flight)).
+    fn in_flight(&self, budget: usize) -> usize {
+        (budget / ROUNDS).max(MIN_IN_FLIGHT)
     }
 
     fn observe(&mut self, candidate: usize, time: Option<f64>) {

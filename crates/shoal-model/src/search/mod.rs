@@ -55,6 +55,13 @@ pub trait Strategy {
     /// included: told before each [`Strategy::propose`] under a budget, so that a strategy can
     /// stop exploring once no proposal will follow what it learns. Ignored by default.
     fn budget_left(&mut self, _left: usize) {}
+    /// How many of its proposals it can use out at once (chosen, their outcomes not yet
+    /// observed) under a budget of `budget` evaluations. A proposal made while others are out
+    /// is made without knowing their outcomes: a model-based search with too many out chooses
+    /// mostly blind. Unbounded by default (a random search loses nothing by it).
+    fn in_flight(&self, _budget: usize) -> usize {
+        usize::MAX
+    }
 }
 
 /// The strategies by name, for specs and benchmarks.
@@ -124,7 +131,11 @@ mod tests {
 
     fn run(name: &str, seed: u64, budget: u64) -> (Vec<usize>, f64) {
         let (space, time) = space();
-        let spec = SearchSpec::new(name, Budget::Count(budget), seed).unwrap();
+        // Eight out at once whatever the strategy would choose, so that the batches are those
+        // the tests name.
+        let spec = SearchSpec::new(name, Budget::Count(budget), seed)
+            .unwrap()
+            .with_in_flight(8);
         let run = simulate(&spec, &space, Slots::Batches(8), |c| time(c, &space));
         (run.measured, run.best.unwrap_or(f64::MAX))
     }
@@ -133,7 +144,9 @@ mod tests {
     /// soon as its outcome is observed, as the Scheduler refills freed slots.
     fn run_refilling(name: &str, seed: u64, budget: u64, in_flight: usize) -> f64 {
         let (space, time) = space();
-        let spec = SearchSpec::new(name, Budget::Count(budget), seed).unwrap();
+        let spec = SearchSpec::new(name, Budget::Count(budget), seed)
+            .unwrap()
+            .with_in_flight(in_flight);
         let run = simulate(&spec, &space, Slots::Refilled(in_flight), |c| {
             time(c, &space)
         });
