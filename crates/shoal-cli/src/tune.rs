@@ -57,8 +57,12 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         }
     );
     if let Some(search) = &spec.search {
+        let at_once = search
+            .in_flight
+            .map(|n| format!(", at most {n} of a shape's out at once"))
+            .unwrap_or_default();
         eprintln!(
-            "search: {} tries {} of each shape's candidates (seed {}); the rest are skipped",
+            "search: {} tries {} of each shape's candidates (seed {}{at_once}); the rest are skipped",
             search.strategy, search.budget, search.seed
         );
     }
