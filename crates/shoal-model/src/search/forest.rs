@@ -312,7 +312,7 @@ impl Strategy for Forest {
         self.left = left;
     }
 
-    /// A twelfth of the budget, at least [`MIN_IN_FLIGHT`]: the search then goes through its
+    /// A twelfth of the budget, at least `MIN_IN_FLIGHT`: the search then goes through its
     /// budget in about twelve rounds of what it has out at once, each chosen knowing the ones
     /// before, however many slots are free (see [`Search::in_flight`](super::Search::in_flight)).
     fn in_flight(&self, budget: usize) -> usize {

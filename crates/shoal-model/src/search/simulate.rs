@@ -11,11 +11,12 @@ use super::{Search, SearchSpec, Space};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slots {
     /// `n` at a time, each batch waiting for all of its outcomes: the worst case for a
-    /// model-based search, which chooses a whole batch knowing none of it.
+    /// model-based search, which chooses a whole batch knowing none of it. A search that may
+    /// have fewer out ([`Search::room`]) takes smaller batches.
     Batches(usize),
-    /// `n` in flight, each outcome observed as it arrives (the oldest first) and its slot
-    /// asked for again at once, as the Scheduler refills a freed slot while the others are
-    /// still being timed.
+    /// `n` slots, each outcome observed as it arrives (the oldest first) and its slot asked
+    /// for again at once, as the Scheduler refills a freed slot while the others are still
+    /// being timed; a search that may have fewer out leaves the rest free.
     Refilled(usize),
 }
 
