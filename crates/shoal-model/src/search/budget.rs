@@ -104,6 +104,8 @@ pub struct Search {
     budget: usize,
     proposed: Vec<bool>,
     observed: Vec<bool>,
+    /// How many are observed: `room` is asked on every dispatch turn, so not counted each time.
+    observations: usize,
     proposals: usize,
     size: usize,
     /// Candidates out at once, at most (see [`Search::in_flight`]).
@@ -128,6 +130,7 @@ impl Search {
             budget,
             proposed: vec![false; size],
             observed: vec![false; size],
+            observations: 0,
             proposals: 0,
             size,
         }
@@ -185,6 +188,7 @@ impl Search {
     pub fn observe(&mut self, candidate: usize, time: Option<f64>) {
         if candidate < self.size && self.proposed[candidate] && !self.observed[candidate] {
             self.observed[candidate] = true;
+            self.observations += 1;
             self.strategy.observe(candidate, time);
         }
     }
@@ -215,7 +219,7 @@ impl Search {
 
     /// Proposed and not yet observed.
     pub fn outstanding(&self) -> usize {
-        self.proposals - self.observed.iter().filter(|o| **o).count()
+        self.proposals - self.observations
     }
 
     /// The evaluations this search may make in all.
