@@ -41,6 +41,7 @@ pub mod noop;
 pub mod process;
 pub mod replay;
 pub mod runner_slot;
+pub mod sandbox;
 pub mod session;
 pub mod spec;
 

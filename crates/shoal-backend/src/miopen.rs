@@ -448,6 +448,8 @@ pub async fn run_fin(
     );
     spec.env = fin_env(ctx).map_err(|e| infra(format!("MIOpen directories: {e}")))?;
     spec.cpu = ctx.cpu;
+    // Its input and output, the slot's MIOpen user-db and cache directories: all under it.
+    spec.writable.push(ctx.work_dir.to_path_buf());
     let out = process::run(&spec).await.map_err(|e| FinRunError {
         kind: failure_kind(step, ChildFate::NotStarted).expect("a failure"),
         detail: format!("cannot start fin `{}` on this host: {e}", fin.display()),

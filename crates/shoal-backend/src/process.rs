@@ -16,6 +16,9 @@
 //!   like a hang) and only their last `output_limit` bytes are kept;
 //! - the child's environment is the parent's **without its secrets** ([`crate::child_env`]:
 //!   the store's and broker's URLs, the signing key file);
+//! - when the host installed one, the child runs in the **sandbox** ([`crate::sandbox`]): it
+//!   sees no other process, no network, the host read-only and no secret file, and writes only
+//!   where [`ChildSpec::writable`] says;
 //! - stdin is `/dev/null`, core dumps are disabled (`RLIMIT_CORE = 0`: a crashing candidate
 //!   must not write gigabytes into the work directory), and the child can be pinned to one CPU.
 //!
@@ -51,6 +54,12 @@ pub struct ChildSpec {
     pub cpu: Option<usize>,
     /// Bytes of stdout and of stderr kept (the tail).
     pub output_limit: usize,
+    /// Directories the child reads besides `cwd` (a spec's tree, an artifact's directory),
+    /// where the host hides the rest (`/tmp` in the sandbox).
+    pub readable: Vec<PathBuf>,
+    /// Directories the child may write (its output directory); in the sandbox nothing else is
+    /// writable but a private `/tmp`.
+    pub writable: Vec<PathBuf>,
 }
 
 impl ChildSpec {
@@ -63,6 +72,8 @@ impl ChildSpec {
             timeout,
             cpu: None,
             output_limit: 64 * 1024,
+            readable: Vec::new(),
+            writable: Vec::new(),
         }
     }
 }
@@ -273,15 +284,32 @@ pub(crate) fn limit_child(cmd: &mut tokio::process::Command, cpu: Option<usize>)
     Ok(())
 }
 
+/// Fails as a spawn would when `program` cannot be started: a path (relative to `cwd`) that is
+/// not an executable file, or a name found on no directory of `PATH`. Checked before the
+/// sandbox starts it, since there a missing program would look like a child that ran and
+/// failed.
+pub(crate) fn check_program(program: &str, cwd: &std::path::Path) -> io::Result<()> {
+    crate::spec::find_program(program, cwd)
+        .map(|_| ())
+        .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))
+}
+
 /// Runs one child to its end (or its timeout) and returns how it ended with its output.
 ///
 /// `Err` only when the child cannot be started (the program is missing, not executable, the
 /// working directory does not exist …); every way a started child can end is an `Ok`.
 pub async fn run(spec: &ChildSpec) -> io::Result<ChildOutput> {
-    let (program, args) = spec
+    let program = spec
         .argv
-        .split_first()
+        .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
+    check_program(program, &spec.cwd)?;
+    let sandbox = crate::sandbox::current();
+    let argv = match sandbox {
+        Some(sb) => sb.argv(&spec.argv, &spec.cwd, &spec.readable, &spec.writable),
+        None => spec.argv.clone(),
+    };
+    let (program, args) = argv.split_first().expect("not empty");
 
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
@@ -339,9 +367,26 @@ pub async fn run(spec: &ChildSpec) -> io::Result<ChildOutput> {
     guard.armed = false;
     let duration = started.elapsed();
 
+    let stderr = err_tail.into_string();
     let end = match status? {
         None => ChildEnd::TimedOut,
         Some(status) => match (status.code(), status.signal()) {
+            (Some(code), _) if sandbox.is_some() => {
+                if crate::sandbox::sandbox_failed(code, &stderr) {
+                    return Err(io::Error::other(format!(
+                        "the sandbox did not start `{}`: {}",
+                        spec.argv[0],
+                        stderr.trim()
+                    )));
+                }
+                match crate::sandbox::child_status(code) {
+                    crate::sandbox::SandboxedEnd::Exited(code) => ChildEnd::Exited(code),
+                    crate::sandbox::SandboxedEnd::Signaled(signal) => ChildEnd::Signaled {
+                        signal,
+                        name: signal_name(signal),
+                    },
+                }
+            }
             (Some(code), _) => ChildEnd::Exited(code),
             (None, Some(signal)) => ChildEnd::Signaled {
                 signal,
@@ -353,7 +398,7 @@ pub async fn run(spec: &ChildSpec) -> io::Result<ChildOutput> {
     Ok(ChildOutput {
         end,
         stdout: out_tail.into_string(),
-        stderr: err_tail.into_string(),
+        stderr,
         duration,
     })
 }

@@ -22,8 +22,23 @@ pub struct Cli {
     #[arg(long, global = true, default_value = "shoal.db", env = "SHOAL_DB_FILE")]
     pub db: PathBuf,
 
+    /// Where tuned code (builds, candidates, the library runner, fin) runs. `on`: in a
+    /// bubblewrap sandbox (`bwrap`, Debian's `bubblewrap`) that shows it no other process, no
+    /// network, the host read-only and none of Shoal's key and credential files; a command that
+    /// runs tuned code refuses to start without it. `off`: as this user, unconfined, able to
+    /// read this process's secrets: only for a host where tuned code is as trusted as you.
+    #[arg(long, global = true, value_enum, default_value_t = SandboxMode::On, env = "SHOAL_SANDBOX")]
+    pub sandbox: SandboxMode,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--sandbox`: whether tuned code runs in the sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SandboxMode {
+    On,
+    Off,
 }
 
 #[derive(Debug, Subcommand)]

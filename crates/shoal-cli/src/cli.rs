@@ -19,6 +19,7 @@ use crate::store_open::{open_existing, open_store, session_or_newest};
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let db = cli.db;
+    crate::host::set_sandbox_mode(cli.sandbox);
     match cli.command {
         Command::Tune(args) => crate::tune::run(args, &db).await,
         Command::Check {

@@ -1,11 +1,73 @@
 //! What this host offers the actors, read here once: its devices (with the test-double GPU of
 //! `SHOAL_TEST_FAKE_GPU`), the program of a library-mode runner (`SHOAL_RUNNER`) and where
 //! MIOpen's `fin` is (`--fin`, `SHOAL_FIN`). The crates below take these as values, so only the
-//! CLI reads the environment (the tidy test holds it to that).
+//! CLI reads the environment (the tidy test holds it to that). And how its tuned code is
+//! confined ([`confine_children`]): the sandbox, and the secret paths it hides.
 
 use std::path::{Path, PathBuf};
 
 use shoal_gpu::{Device, SystemRoot};
+
+use crate::args::SandboxMode;
+
+static SANDBOX_MODE: std::sync::OnceLock<SandboxMode> = std::sync::OnceLock::new();
+
+/// Records `--sandbox` for [`confine_children`] (once, at start).
+pub fn set_sandbox_mode(mode: SandboxMode) {
+    let _ = SANDBOX_MODE.set(mode);
+}
+
+/// Confines every child this process starts from now on, as `--sandbox` says: in the
+/// sandbox (an error that says what to do when it is missing or cannot start), or unconfined
+/// with a warning. Every command that runs tuned code (a build, a candidate, fin) calls it
+/// before starting anything; `config` is the config file it read, hidden with the other
+/// secrets ([`secret_paths`]).
+pub fn confine_children(config: Option<&Path>) -> anyhow::Result<()> {
+    use shoal_backend::sandbox::{self, Confinement, Sandbox};
+    let mode = SANDBOX_MODE.get().copied().unwrap_or(SandboxMode::On);
+    let confinement = match mode {
+        SandboxMode::Off => {
+            tracing::warn!(
+                "--sandbox off: tuned code runs unconfined, as this user; it can read this \
+                 process's key and credential files and signal it"
+            );
+            Confinement::Off
+        }
+        SandboxMode::On => {
+            let sb = Sandbox::find(secret_paths(config))?;
+            sb.check()?;
+            tracing::debug!(hidden = ?sb.hidden(), "tuned code runs in the sandbox");
+            Confinement::Sandbox(sb)
+        }
+    };
+    sandbox::install(confinement);
+    Ok(())
+}
+
+/// The files and directories that hold this process's secrets, which tuned code must not see:
+/// the value of every secret variable of the environment (`shoal_backend::child_env::is_secret`:
+/// `SHOAL_HMAC_KEY_FILE`, a TLS key …) that is the path of an existing file or directory; the
+/// config file (`config`, else `SHOAL_CONFIG`) and `/etc/shoal`; and Shoal's directory of
+/// credentials and role files, `${XDG_CONFIG_HOME:-~/.config}/shoal` (scripts/services-up), with
+/// `SHOAL_CREDENTIALS_FILE` and `SHOAL_ROLES_DIR` where they point elsewhere.
+pub fn secret_paths(config: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::env::vars_os()
+        .filter(|(k, _)| shoal_backend::child_env::is_secret(&k.to_string_lossy()))
+        .map(|(_, v)| PathBuf::from(v))
+        .filter(|p| p.is_absolute() && p.exists())
+        .collect();
+    out.extend(config.map(Path::to_path_buf));
+    for var in ["SHOAL_CONFIG", "SHOAL_CREDENTIALS_FILE", "SHOAL_ROLES_DIR"] {
+        out.extend(std::env::var_os(var).map(PathBuf::from));
+    }
+    out.push(PathBuf::from("/etc/shoal"));
+    let config_home = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    out.extend(config_home.map(|d| d.join("shoal")));
+    out.retain(|p| p.exists());
+    out
+}
 
 /// `SHOAL_TEST_FAKE_GPU=<arch>:<units>`: a GPU that is not there, for tests of the GPU path on
 /// machines without one.

@@ -42,6 +42,11 @@ fn main() -> ExitCode {
         eprintln!("shoal: {e}");
         return ExitCode::from(2);
     }
+    // Undumpable: a process of the same user (tuned code where the sandbox is off) cannot read
+    // this one's environment or memory, nor attach to it (shoal_backend::sandbox).
+    if let Err(e) = shoal_backend::sandbox::harden_this_process() {
+        tracing::warn!(error = %e, "could not make this process undumpable");
+    }
     let system = actix::System::new();
     let result = system.block_on(cli::run(cli));
     match result {

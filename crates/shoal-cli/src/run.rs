@@ -37,6 +37,7 @@ pub async fn run_session(
     opts: RunOptions,
     stop: Signal,
 ) -> anyhow::Result<(bool, Embedded)> {
+    crate::host::confine_children(None)?;
     // The previous process may have been killed: nothing can still hold its in-flight jobs.
     let requeued = requeue_in_flight(&*store, session).await?;
     if requeued > 0 {

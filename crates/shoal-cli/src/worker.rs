@@ -126,6 +126,7 @@ const EVAL_STEPS: [Step; 4] = [
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::signals::install()?;
     let settings = connection_settings(&args)?;
+    crate::host::confine_children(args.config.as_deref())?;
     let db_url = settings
         .db
         .clone()

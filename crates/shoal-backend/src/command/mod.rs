@@ -88,6 +88,8 @@ pub async fn build(
         .env
         .push(("SHOAL_OUT".into(), out.display().to_string()));
     child.output_limit = OUTPUT_LIMIT;
+    child.readable.push(spec.tree_root());
+    child.writable.push(tmp.path().to_path_buf());
     tracing::debug!(spec = %spec.name, compile = %compile, ?argv, "build");
 
     let result = match process::run(&child).await {
@@ -240,6 +242,10 @@ pub async fn evaluate(
     child.env.extend(crate::context::device_env(gpu_index));
     child.cpu = cpu;
     child.output_limit = OUTPUT_LIMIT;
+    child.readable.push(spec.tree_root());
+    child
+        .readable
+        .extend(artifact.parent().map(Path::to_path_buf));
     tracing::debug!(spec = %spec.name, shape = %shape, compile = %compile, run = %run, ?argv, "evaluate");
 
     let (warmup, repeat) = (spec.run.warmup, spec.run.repeat);

@@ -105,6 +105,26 @@ impl super::TuningSpec {
         files.dedup();
         files
     }
+
+    /// The deepest directory holding the spec and every file it names by a relative path
+    /// (`../../include/k.h` included): what its build and run commands are shown in the
+    /// sandbox, which hides the rest of `/tmp` (`crate::sandbox`).
+    pub fn tree_root(&self) -> PathBuf {
+        let dir = std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
+        let mut root = dir.clone();
+        for file in self.named_files() {
+            let Ok(file) = std::fs::canonicalize(self.dir.join(&file)) else {
+                continue;
+            };
+            while !file.starts_with(&root) {
+                match root.parent() {
+                    Some(up) => root = up.to_path_buf(),
+                    None => break,
+                }
+            }
+        }
+        root
+    }
 }
 
 #[cfg(test)]

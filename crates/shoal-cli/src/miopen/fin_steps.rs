@@ -42,6 +42,7 @@ pub async fn solvers_update(
             })
             .collect()
     } else {
+        crate::host::confine_children(None)?;
         let fin = fin_path(fin_flag);
         let out = ask_fin(&fin, db, r#"[{"steps": ["get_solvers"]}]"#).await?;
         let all = out
@@ -114,6 +115,7 @@ pub async fn applicability_update(
     } else {
         let store = open_existing(db).await?;
         let session = session_or_newest(&*store, session).await?.id;
+        crate::host::confine_children(None)?;
         let fin = fin_path(fin_flag);
         let done = shoal_actors::load_jobs::update_applicability(
             &*store,
