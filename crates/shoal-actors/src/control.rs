@@ -41,7 +41,10 @@ impl ControlInbox {
                 return Ok(None);
             };
             let delivery = delivery?;
-            let decoded = self.codec.decode(&delivery.payload);
+            let decoded = self
+                .codec
+                .open(&delivery.payload, delivery.publisher.as_deref())
+                .map(|t| t.message);
             // Topic deliveries need no settling; ack says so explicitly.
             delivery.ack().await?;
             match decoded {

@@ -125,7 +125,9 @@ pub(crate) async fn with_heartbeats<F: std::future::Future>(
 
 /// The next request a worker should act on, or `None` when it should stop (stop signal or bus
 /// closed). Messages that are not requests of the expected kind — unsigned or badly signed,
-/// undecodable bytes, an unknown wire version, a message routed to the wrong queue — are
+/// undecodable bytes, an unknown wire version, a sender not in the role that sends it (an eval
+/// host's compile request, an operator's command from another user), a message routed to the
+/// wrong queue — are
 /// dead-lettered with the reason and skipped: a bad message never stops a consumer.
 pub(crate) async fn next_request<T>(
     codec: &shoal_model::envelope::Codec,
@@ -144,7 +146,8 @@ pub(crate) async fn next_request<T>(
             return Ok(None);
         };
         let delivery = delivery?;
-        let reason = match codec.decode(&delivery.payload).map(&extract) {
+        let opened = codec.open(&delivery.payload, delivery.publisher.as_deref());
+        let reason = match opened.map(|t| extract(t.message)) {
             Ok(Some(req)) => return Ok(Some((req, delivery))),
             Ok(None) => format!("queue {queue} expects {expect} messages and got another kind"),
             Err(e) => format!("refused on {queue}: {e}"),

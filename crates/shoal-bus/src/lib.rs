@@ -139,6 +139,11 @@ pub struct Delivery {
     pub delivery_count: u32,
     /// For messages read from a dead-letter queue: why they are there.
     pub dead_reason: Option<String>,
+    /// Who published it, as the bus authenticated them: the broker user whose connection
+    /// published it (RabbitMQ validates the `user_id` property against the connection), or
+    /// `in-process` on the in-process bus; `None` when a publisher set none (such a message is
+    /// refused: `shoal_model::envelope::Codec::open`).
+    pub publisher: Option<String>,
     settle: Option<Box<dyn Settle>>,
 }
 
@@ -148,6 +153,7 @@ impl std::fmt::Debug for Delivery {
             .field("bytes", &self.payload.len())
             .field("delivery_count", &self.delivery_count)
             .field("dead_reason", &self.dead_reason)
+            .field("publisher", &self.publisher)
             .finish()
     }
 }
@@ -163,8 +169,15 @@ impl Delivery {
             payload,
             delivery_count,
             dead_reason,
+            publisher: None,
             settle: Some(settle),
         }
+    }
+
+    /// The same delivery, published by `publisher` (see [`Delivery::publisher`]).
+    pub fn with_publisher(mut self, publisher: Option<String>) -> Self {
+        self.publisher = publisher;
+        self
     }
 
     async fn settle(mut self, how: Settlement) -> Result<()> {
@@ -280,7 +293,17 @@ pub trait Bus: Send + Sync + 'static {
 pub fn random_codec() -> Codec {
     let mut key = [0u8; 32];
     getrandom::fill(&mut key).expect("the operating system's random source is available");
-    Codec::new(&key).expect("32 bytes is a valid key")
+    Codec::new(&key)
+        .expect("32 bytes is a valid key")
+        .with_origin(random_origin())
+}
+
+/// A random origin for a process's message ids (`Codec::with_origin`): no two processes of a
+/// deployment draw the same one in practice (64 random bits).
+pub fn random_origin() -> u64 {
+    let mut origin = [0u8; 8];
+    getrandom::fill(&mut origin).expect("the operating system's random source is available");
+    u64::from_be_bytes(origin)
 }
 
 /// Whether an AMQP topic pattern matches a routing key (`*` = one word, `#` = zero or more).

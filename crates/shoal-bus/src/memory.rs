@@ -351,7 +351,7 @@ impl QueueConsumer {
             slots: self.slots.clone(),
             msg,
         };
-        Delivery::new(payload, count, reason, Box::new(settle))
+        Delivery::new(payload, count, reason, Box::new(settle)).with_publisher(in_process())
     }
 }
 
@@ -493,7 +493,8 @@ impl Consumer for Subscriber {
             }
             let ready = self.sub.ready.notified();
             if let Some(payload) = lock(&self.sub.buffer).pop_front() {
-                return Some(Ok(Delivery::new(payload, 1, None, Box::new(NoSettle))));
+                return Some(Ok(Delivery::new(payload, 1, None, Box::new(NoSettle))
+                    .with_publisher(in_process())));
             }
             tokio::select! {
                 _ = ready => {}
@@ -522,4 +523,9 @@ impl Settle for NoSettle {
     fn settle(self: Box<Self>, _how: Settlement) -> SettleFuture {
         SettleFuture::ready(Ok(()))
     }
+}
+
+/// Every message of the in-process bus is published by this process.
+fn in_process() -> Option<String> {
+    Some(shoal_model::identity::IN_PROCESS_USER.to_string())
 }

@@ -172,7 +172,10 @@ impl<'b> CommandClient<'b> {
             let delivery = next
                 .context("the reply queue closed")?
                 .with_context(|| format!("reading {reply_to}"))?;
-            let message = bus.codec().decode(&delivery.payload);
+            let message = bus
+                .codec()
+                .open(&delivery.payload, delivery.publisher.as_deref())
+                .map(|t| t.message);
             delivery.ack().await?;
             match message {
                 Ok(Message::CommandReply(reply)) if reply.id == id => {

@@ -271,7 +271,8 @@ pub fn cluster_codec() -> anyhow::Result<shoal_model::envelope::Codec> {
              key (scripts/services-up writes one; see deploy/README.md)"
         )
     })?;
-    shoal_model::envelope::Codec::new(&key).context(HMAC_KEY_FILE_VAR)
+    let codec = shoal_model::envelope::Codec::new(&key).context(HMAC_KEY_FILE_VAR)?;
+    Ok(codec.with_origin(shoal_bus::random_origin()))
 }
 
 /// The bus named by the broker setting `what`: `amqp://` or `amqps://` (RabbitMQ), signing with

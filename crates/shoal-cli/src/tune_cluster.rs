@@ -153,7 +153,10 @@ async fn follow_reports(
             session: s,
             done,
             total,
-        })) = bus.codec().decode(&delivery.payload)
+        })) = bus
+            .codec()
+            .open(&delivery.payload, delivery.publisher.as_deref())
+            .map(|t| t.message)
         else {
             continue;
         };

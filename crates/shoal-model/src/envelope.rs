@@ -1,10 +1,17 @@
 //! The wire format, and the one place that decides whether bytes from the bus are trusted.
 //!
 //! ```text
-//! [ version: 1 byte ][ HMAC-SHA256 tag: 32 bytes ][ body: bincode 2 (standard()) of a Message ]
+//! [ version: 1 ][ HMAC-SHA256 tag: 32 ][ message id: origin 8, sequence 8 ][ body: bincode 2 ]
 //! ```
 //!
-//! The tag is an HMAC-SHA256, under the deployment's key, of the version byte and the body.
+//! The tag is an HMAC-SHA256, under the deployment's key, of the version byte, the message id
+//! and the body. The id ([`MessageId`]) is the publishing process's random origin and a count of
+//! the messages it signed: unique, so that a consumer applies a message at most once whatever
+//! copy of it arrives ([`Opened::id`]).
+//!
+//! The key says a message comes from the deployment; *who* sent it is the bus's to say (the
+//! broker user that published it), and [`Codec::open`] is where both are checked together with
+//! what that sender may send ([`crate::identity`]).
 //! [`Codec::decode`] checks, in this order and before it allocates anything for the message:
 //! the length (at most [`MAX_MESSAGE_BYTES`]), the version, the tag (in constant time), and only
 //! then decodes the body under bincode's byte limit of [`MAX_MESSAGE_BYTES`], so a length prefix
@@ -22,8 +29,8 @@ use crate::message::Message;
 
 /// The version written by this build. Bump it when the encoding of [`Message`] changes in a way
 /// an older reader would misread. Version 2 added the signature; version 3 the step and the
-/// device time of eval replies.
-pub const WIRE_VERSION: u8 = 3;
+/// device time of eval replies; version 4 the message id.
+pub const WIRE_VERSION: u8 = 4;
 
 /// The largest message a consumer accepts, envelope included. Requests and replies carry
 /// parameters and job references, never artifacts (those go through the store), so real
@@ -33,6 +40,39 @@ pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
 
 /// Bytes of the HMAC-SHA256 tag.
 pub const TAG_BYTES: usize = 32;
+
+/// Bytes of the message id.
+pub const ID_BYTES: usize = 16;
+
+/// A message's identity: the process that signed it (a random origin drawn at its start) and
+/// the count of messages it had signed before. Two messages never share one; a replayed copy
+/// does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId {
+    pub origin: u64,
+    pub seq: u64,
+}
+
+impl std::fmt::Display for MessageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}-{}", self.origin, self.seq)
+    }
+}
+
+/// A verified message, with its id.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Opened {
+    pub id: MessageId,
+    pub message: Message,
+}
+
+/// A verified message whose sender may send it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trusted {
+    pub id: MessageId,
+    pub message: Message,
+    pub sender: crate::identity::Identity,
+}
 
 /// The shortest key accepted: as long as the hash's output.
 pub const MIN_KEY_BYTES: usize = 32;
@@ -56,6 +96,8 @@ pub enum DecodeError {
     Corrupt(String),
     #[error("{trailing} trailing bytes after the message")]
     Trailing { trailing: usize },
+    #[error("{0}")]
+    Refused(#[from] crate::identity::Refusal),
 }
 
 /// Why a key cannot sign.
@@ -71,6 +113,9 @@ pub enum KeyError {
 pub struct Codec {
     /// The keyed state, cloned for each message instead of re-deriving the key pads.
     mac: HmacSha256,
+    /// This process's origin, and the messages it has signed (shared by the codec's clones).
+    origin: u64,
+    signed: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for Codec {
@@ -90,31 +135,83 @@ impl Codec {
             return Err(KeyError::TooShort(key.len()));
         }
         let mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
-        Ok(Codec { mac })
+        Ok(Codec {
+            mac,
+            origin: 0,
+            signed: Default::default(),
+        })
     }
 
-    fn tag(&self, version: u8, body: &[u8]) -> HmacSha256 {
+    /// The same key, signing as the process `origin` (drawn at random when the process starts,
+    /// so that no two processes' message ids meet), counting from zero.
+    pub fn with_origin(self, origin: u64) -> Codec {
+        Codec {
+            origin,
+            signed: Default::default(),
+            ..self
+        }
+    }
+
+    fn tag(&self, version: u8, signed: &[u8]) -> HmacSha256 {
         let mut mac = self.mac.clone();
         mac.update(&[version]);
-        mac.update(body);
+        mac.update(signed);
         mac
     }
 
-    /// Encodes and signs a message with the current version.
+    /// Encodes and signs a message with the current version and the next id.
     pub fn encode(&self, msg: &Message) -> Vec<u8> {
+        let seq = self
+            .signed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.encode_with_id(
+            msg,
+            MessageId {
+                origin: self.origin,
+                seq,
+            },
+        )
+    }
+
+    /// [`Codec::encode`] with a given id: for tests, and for whoever must show a replay.
+    pub fn encode_with_id(&self, msg: &Message, id: MessageId) -> Vec<u8> {
         // Encoding plain serde data into a Vec cannot fail: no I/O and no unsupported types.
         let body = bincode::serde::encode_to_vec(msg, bincode_config())
             .expect("encoding a Message cannot fail");
-        let tag = self.tag(WIRE_VERSION, &body).finalize().into_bytes();
-        let mut out = Vec::with_capacity(1 + TAG_BYTES + body.len());
+        let mut signed = Vec::with_capacity(ID_BYTES + body.len());
+        signed.extend_from_slice(&id.origin.to_be_bytes());
+        signed.extend_from_slice(&id.seq.to_be_bytes());
+        signed.extend_from_slice(&body);
+        let tag = self.tag(WIRE_VERSION, &signed).finalize().into_bytes();
+        let mut out = Vec::with_capacity(1 + TAG_BYTES + signed.len());
         out.push(WIRE_VERSION);
         out.extend_from_slice(&tag);
-        out.extend_from_slice(&body);
+        out.extend_from_slice(&signed);
         out
     }
 
     /// Verifies and decodes bytes written by [`Codec::encode`] under the same key.
     pub fn decode(&self, bytes: &[u8]) -> Result<Message, DecodeError> {
+        self.verify(bytes).map(|o| o.message)
+    }
+
+    /// Verifies and decodes a delivery, and checks that its sender (the broker user that
+    /// published it, as the bus authenticated it) may send it ([`crate::identity`]). What every
+    /// consumer of the bus calls: a message it returns is signed, well-formed and in its
+    /// sender's role.
+    pub fn open(&self, bytes: &[u8], publisher: Option<&str>) -> Result<Trusted, DecodeError> {
+        let sender = crate::identity::Identity::of_publisher(publisher)?;
+        let Opened { id, message } = self.verify(bytes)?;
+        sender.may_send(&message)?;
+        Ok(Trusted {
+            id,
+            message,
+            sender,
+        })
+    }
+
+    /// Verifies and decodes bytes, with their id, whoever sent them.
+    pub fn verify(&self, bytes: &[u8]) -> Result<Opened, DecodeError> {
         let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
         if bytes.len() > MAX_MESSAGE_BYTES {
             return Err(DecodeError::TooLarge { bytes: bytes.len() });
@@ -122,14 +219,22 @@ impl Codec {
         if version != WIRE_VERSION {
             return Err(DecodeError::UnknownVersion { found: version });
         }
-        if rest.len() < TAG_BYTES {
+        if rest.len() < TAG_BYTES + ID_BYTES {
             return Err(DecodeError::Unsigned { bytes: bytes.len() });
         }
-        let (tag, body) = rest.split_at(TAG_BYTES);
-        self.tag(version, body)
+        let (tag, signed) = rest.split_at(TAG_BYTES);
+        self.tag(version, signed)
             .verify_slice(tag)
             .map_err(|_| DecodeError::BadSignature)?;
-        decode_body(body)
+        let (id, body) = signed.split_at(ID_BYTES);
+        let word = |b: &[u8]| u64::from_be_bytes(b.try_into().expect("8 bytes"));
+        Ok(Opened {
+            id: MessageId {
+                origin: word(&id[..8]),
+                seq: word(&id[8..]),
+            },
+            message: decode_body(body)?,
+        })
     }
 }
 
@@ -176,10 +281,12 @@ mod tests {
     /// Signs arbitrary body bytes as a holder of the key would: for testing what the decoder
     /// does with a signed but hostile body.
     fn signed(codec: &Codec, body: &[u8]) -> Vec<u8> {
-        let tag = codec.tag(WIRE_VERSION, body).finalize().into_bytes();
+        let mut signed = vec![0u8; ID_BYTES];
+        signed.extend_from_slice(body);
+        let tag = codec.tag(WIRE_VERSION, &signed).finalize().into_bytes();
         let mut out = vec![WIRE_VERSION];
         out.extend_from_slice(&tag);
-        out.extend_from_slice(body);
+        out.extend_from_slice(&signed);
         out
     }
 
@@ -190,7 +297,7 @@ mod tests {
     fn a_step_is_its_name_on_the_wire_and_an_unknown_one_is_refused() {
         let c = codec();
         let bytes = c.encode(&sample());
-        let body = &bytes[1 + 32..];
+        let body = &bytes[1 + TAG_BYTES + ID_BYTES..];
         let known = b"command_build";
         let at = body
             .windows(known.len())

@@ -13,6 +13,7 @@
 
 pub mod command;
 pub mod envelope;
+pub mod identity;
 pub mod ids;
 mod names;
 pub use names::UnknownName;

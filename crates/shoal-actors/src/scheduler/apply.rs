@@ -3,9 +3,11 @@
 //! [`Inner::apply_counted`], which keeps the in-flight counts and what is known of started
 //! notices.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shoal_bus::Delivery;
+use shoal_model::envelope::MessageId;
 use shoal_model::message::{ReplyBody, RUNNING_LEASE};
 use shoal_model::{Message, SessionId};
 use shoal_store::{Batch, LeaseRenewal, StoreError};
@@ -96,17 +98,25 @@ impl Inner {
         let now = self.now();
         let mut gathered = Gathered::with_capacity(deliveries.len());
         for d in deliveries {
-            if let Some((d, reply, leases)) = self.accept_reply(d, stop).await? {
-                gathered.add(d, &reply, leases, now);
+            if let Some((d, reply, leases, sent)) = self.accept_reply(d, stop).await? {
+                gathered.add(d, &reply, leases, now, sent);
             }
         }
         let Gathered {
             mut batch,
             tags,
             finished_builds,
-            renewed,
+            mut renewed,
             mut held,
         } = gathered;
+        // Only the lease holder renews a lease it holds.
+        {
+            let started = self.started.borrow();
+            renewed.retain(|(r, worker, publisher)| {
+                started.may_renew(r.job.job, r.job.attempt, worker, publisher)
+            });
+        }
+        let renewed: Vec<LeaseRenewal> = renewed.into_iter().map(|(r, _, _)| r).collect();
         let (changes, tags, refused) = self.started.borrow_mut().sift(
             std::mem::take(&mut batch.changes),
             tags,
@@ -142,11 +152,13 @@ impl Inner {
                 building.remove(&k);
             }
         }
-        for ((d, stale), applied) in held.into_iter().zip(applied_any) {
+        for ((d, stale, id), applied) in held.into_iter().zip(applied_any) {
             match stale {
                 Some(reason) if !applied => refuse(d, reason).await?,
                 _ => d.ack().await?,
             }
+            // Settled: a copy of it from now on is a replay.
+            self.seen.borrow_mut().insert(id);
         }
         Ok(())
     }
@@ -158,19 +170,39 @@ impl Inner {
         &self,
         d: Delivery,
         stop: &Signal,
-    ) -> Result<Option<(Delivery, ReplyBody, Leases)>, ActorError> {
-        let reply = match self.bus.codec().decode(&d.payload) {
-            Ok(Message::Reply(r)) => r,
-            Ok(other) => {
+    ) -> Result<Option<(Delivery, ReplyBody, Leases, Sent)>, ActorError> {
+        let trusted = match self.bus.codec().open(&d.payload, d.publisher.as_deref()) {
+            Ok(t) => t,
+            Err(e) => {
+                refuse(d, format!("refused on the results queue: {e}")).await?;
+                return Ok(None);
+            }
+        };
+        let reply = match trusted.message {
+            Message::Reply(r) => r,
+            other => {
                 let kind = format!("{other:?}");
                 let kind = kind.split('(').next().unwrap_or("?").to_string();
                 refuse(d, format!("results queue got a {kind} message")).await?;
                 return Ok(None);
             }
-            Err(e) => {
-                refuse(d, format!("refused on the results queue: {e}")).await?;
-                return Ok(None);
-            }
+        };
+        if self.seen.borrow().contains(&trusted.id) {
+            refuse(
+                d,
+                format!(
+                    "replayed {} (message {} from {} was applied already)",
+                    reply.kind(),
+                    trusted.id,
+                    trusted.sender.user
+                ),
+            )
+            .await?;
+            return Ok(None);
+        }
+        let sent = Sent {
+            id: trusted.id,
+            publisher: trusted.sender.user.as_str().into(),
         };
         if let Err(reason) = check_reply(&reply) {
             refuse(d, format!("impossible reply: {reason}")).await?;
@@ -188,7 +220,7 @@ impl Inner {
                         .borrow_mut()
                         .observe(e.session, e.step, e.outcomes.len(), e.busy_us);
                 }
-                Ok(Some((d, reply, leases)))
+                Ok(Some((d, reply, leases, sent)))
             }
             Err(ActorError::UnknownSession(s)) => {
                 refuse(
@@ -203,6 +235,12 @@ impl Inner {
     }
 }
 
+/// Who sent an accepted reply, and its message id.
+struct Sent {
+    id: MessageId,
+    publisher: Arc<str>,
+}
+
 /// The planned changes of a batch of replies, before any is applied, and the deliveries held
 /// until they are settled.
 struct Gathered {
@@ -211,9 +249,10 @@ struct Gathered {
     tags: Vec<Tag>,
     /// (session, build key) of the builds whose results came in.
     finished_builds: Vec<(SessionId, String)>,
-    renewed: Vec<LeaseRenewal>,
-    /// (delivery, what to call it if none of its changes applies)
-    held: Vec<(Delivery, Option<String>)>,
+    /// Renewals, with the worker and the sender of the heartbeat that asks for each.
+    renewed: Vec<(LeaseRenewal, String, Arc<str>)>,
+    /// (delivery, what to call it if none of its changes applies, its message id)
+    held: Vec<(Delivery, Option<String>, MessageId)>,
 }
 
 impl Gathered {
@@ -230,13 +269,22 @@ impl Gathered {
     /// Plans one accepted reply into the batch and holds its delivery. A started notice or a
     /// heartbeat that changes nothing is no fault (it is acked); any other reply none of whose
     /// changes applies is stale.
-    fn add(&mut self, d: Delivery, reply: &ReplyBody, leases: Leases, now: i64) {
+    fn add(&mut self, d: Delivery, reply: &ReplyBody, leases: Leases, now: i64, sent: Sent) {
         let session = reply.session();
         if let ReplyBody::Compiled(c) = reply {
             self.finished_builds.push((c.session, c.build_key.clone()));
         }
-        self.renewed
-            .extend(renewals(reply, now + RUNNING_LEASE.as_millis() as i64));
+        let worker = match reply {
+            ReplyBody::Heartbeat { worker, .. } | ReplyBody::Started { worker, .. } => {
+                worker.as_str()
+            }
+            _ => "",
+        };
+        self.renewed.extend(
+            renewals(reply, now + RUNNING_LEASE.as_millis() as i64)
+                .into_iter()
+                .map(|r| (r, worker.to_string(), sent.publisher.clone())),
+        );
         let stale_if_unapplied = match reply {
             ReplyBody::Started { .. } | ReplyBody::Heartbeat { .. } => None,
             r => Some(format!(
@@ -252,17 +300,18 @@ impl Gathered {
                 origin: (!started::is_started_edge(&c.transition))
                     .then_some(origin)
                     .flatten(),
+                publisher: sent.publisher.clone(),
             }
         }));
         self.batch.changes.extend(plan.changes);
         self.batch.builds.extend(plan.builds);
-        self.held.push((d, stale_if_unapplied));
+        self.held.push((d, stale_if_unapplied, sent.id));
     }
 }
 
 /// A reply none of whose changes applies is dead-lettered: says why, if it was refused for not
 /// coming from the lease holder.
-fn note_refused(held: &mut [(Delivery, Option<String>)], refused: Vec<Refused<Tag>>) {
+fn note_refused(held: &mut [(Delivery, Option<String>, MessageId)], refused: Vec<Refused<Tag>>) {
     for r in refused {
         if let Some(i) = r.tag.origin {
             tracing::warn!(reason = %r.reason, "result refused");

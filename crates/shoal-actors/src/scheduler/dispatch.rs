@@ -361,6 +361,7 @@ impl Inner {
                 out_tags.push(Tag {
                     session: s,
                     origin: None,
+                    publisher: "".into(),
                 });
             }
         }

@@ -29,6 +29,7 @@ mod eval_room;
 pub mod plan;
 mod progress;
 mod search;
+mod seen;
 mod send;
 pub mod shape;
 mod started;
@@ -56,10 +57,19 @@ use started::{StartedNotices, STARTED_DEBOUNCE};
 /// What a planned change is for: its session, and the delivery (by index in its batch) whose
 /// reply it came from, if it is a result; `None` for started notices and the Scheduler's own
 /// follow-ups.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Tag {
     session: SessionId,
     origin: Option<usize>,
+    /// The broker user that published the reply (empty for the Scheduler's own follow-ups):
+    /// with a started notice it becomes part of the lease holder's identity.
+    publisher: std::sync::Arc<str>,
+}
+
+impl started::Publisher for Tag {
+    fn publisher(&self) -> &str {
+        &self.publisher
+    }
 }
 
 /// How the Scheduler paces work. Every number bounds something that would otherwise grow.
@@ -187,6 +197,8 @@ struct Inner {
     /// "Started" notices held back for a moment, and what is known of them (see
     /// [`started`]).
     started: RefCell<StartedNotices<Tag>>,
+    /// The replies settled, by message id: a copy that comes again is a replay ([`seen`]).
+    seen: RefCell<seen::SeenIds>,
     /// Jobs in flight per session and phase, kept by the one writer as it applies changes
     /// (counted from the store once per session), so dispatch never scans the job table.
     in_flight: RefCell<HashMap<SessionId, InFlight>>,
@@ -297,6 +309,7 @@ impl Inner {
             declared: RefCell::default(),
             in_flight: RefCell::default(),
             started: RefCell::default(),
+            seen: RefCell::default(),
             shape: RefCell::new(EvalShape::new(p.config.eval.clone())),
             consumers: RefCell::default(),
             searches: RefCell::default(),

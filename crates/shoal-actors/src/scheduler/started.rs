@@ -20,8 +20,9 @@
 //! notice after a redelivery made it drop the real result.)
 //!
 //! **The lease holder.** The worker whose "started" notice for an attempt came last holds that
-//! attempt's lease; a result for the attempt from another worker is
-//! refused. A request is delivered to a second worker at the same attempt only when the broker
+//! attempt's lease, together with the sender the bus authenticated for that notice (its broker
+//! user, [`Publisher::publisher`]); a result, a hand-back or a heartbeat for the attempt from
+//! another worker, or from another sender under the same worker name, is refused. A request is delivered to a second worker at the same attempt only when the broker
 //! gave it back (the first worker's connection dropped), and that worker's notice takes the lease
 //! over, so the first one's late result is refused rather than racing the second's. Where no
 //! notice was seen (work shorter than the notices' path, a Scheduler restarted midway) the
@@ -39,6 +40,57 @@ pub(crate) const STARTED_DEBOUNCE: Duration = Duration::from_millis(1000);
 /// A job at an attempt.
 type Key = (JobId, u32);
 
+/// What the caller's tag says of a change's sender: the broker user that published the reply
+/// it came from (`""` where nobody is known, as in tests).
+pub(crate) trait Publisher {
+    fn publisher(&self) -> &str;
+}
+
+impl Publisher for () {
+    fn publisher(&self) -> &str {
+        ""
+    }
+}
+
+impl Publisher for u8 {
+    fn publisher(&self) -> &str {
+        ""
+    }
+}
+
+impl Publisher for &'static str {
+    fn publisher(&self) -> &str {
+        self
+    }
+}
+
+/// Who holds an attempt's lease: the worker its notice named, and the sender of that notice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Holder {
+    pub worker: Option<String>,
+    pub publisher: String,
+}
+
+impl Holder {
+    /// Whether a reply of `worker` from `publisher` may speak for this lease.
+    pub(crate) fn admits(&self, worker: Option<&str>, publisher: &str) -> bool {
+        publisher == self.publisher
+            && match (worker, self.worker.as_deref()) {
+                (Some(w), Some(h)) => w == h,
+                _ => true,
+            }
+    }
+}
+
+/// A worker as refusals name it: with the sender where one is known.
+fn who(worker: &str, publisher: &str) -> String {
+    if publisher.is_empty() {
+        worker.to_string()
+    } else {
+        format!("{worker} (sent by {publisher})")
+    }
+}
+
 /// Held-back notices, with a tag of the caller's (the session) carried along.
 pub(crate) struct StartedNotices<T> {
     pending: HashMap<Key, (Instant, Change, T)>,
@@ -46,8 +98,9 @@ pub(crate) struct StartedNotices<T> {
     queued: HashSet<Key>,
     /// Attempts whose started notice this Scheduler committed.
     started: HashSet<Key>,
-    /// The worker whose started notice for an attempt was seen last: the lease holder.
-    holders: HashMap<Key, String>,
+    /// The worker (and sender) whose started notice for an attempt was seen last: the lease
+    /// holder.
+    holders: HashMap<Key, Holder>,
 }
 
 /// Holders remembered at most; past it they are forgotten (the attempt alone then decides), so
@@ -88,11 +141,27 @@ fn is_started(s: JobState) -> bool {
     matches!(s, JobState::Compiling | JobState::Evaluating)
 }
 
-impl<T> StartedNotices<T> {
+impl<T: Publisher> StartedNotices<T> {
     /// The worker holding the lease of a job's attempt, as far as this Scheduler has seen.
     #[cfg(test)]
     pub(crate) fn holder(&self, job: JobId, attempt: u32) -> Option<&str> {
-        self.holders.get(&(job, attempt)).map(String::as_str)
+        self.holders
+            .get(&(job, attempt))
+            .and_then(|h| h.worker.as_deref())
+    }
+
+    /// Whether `publisher` (for `worker`) may renew the lease of a job's attempt: it holds it,
+    /// or this Scheduler knows no holder (the attempt alone then decides, as in the store).
+    pub(crate) fn may_renew(
+        &self,
+        job: JobId,
+        attempt: u32,
+        worker: &str,
+        publisher: &str,
+    ) -> bool {
+        self.holders
+            .get(&(job, attempt))
+            .is_none_or(|h| h.admits(Some(worker), publisher))
     }
 
     /// Takes a batch of planned changes (with their tags): holds back started notices, refuses
@@ -112,25 +181,30 @@ impl<T> StartedNotices<T> {
             let t = &c.transition;
             let key = (t.job, t.attempt);
             if is_started_edge(t) {
-                if let Some(worker) = &t.worker {
+                if t.worker.is_some() {
                     if self.holders.len() >= MAX_HOLDERS {
                         self.holders.clear();
                     }
-                    self.holders.insert(key, worker.clone());
+                    let holder = Holder {
+                        worker: t.worker.clone(),
+                        publisher: tag.publisher().to_string(),
+                    };
+                    self.holders.insert(key, holder);
                 }
                 self.pending.entry(key).or_insert((now, c, tag));
                 continue;
             }
             if is_queued(t.from) || is_started(t.from) {
-                if let (Some(from), Some(holder)) = (&t.worker, self.holders.get(&key)) {
-                    if from != holder {
-                        refused.push(Refused {
-                            tag,
-                            reason: format!(
-                                "job {} attempt {}: reply from {from}, but {holder} holds the lease",
-                                t.job, t.attempt
-                            ),
-                        });
+                if let Some(holder) = self.holders.get(&key) {
+                    if !holder.admits(t.worker.as_deref(), tag.publisher()) {
+                        let reason = format!(
+                            "job {} attempt {}: reply from {}, but {} holds the lease",
+                            t.job,
+                            t.attempt,
+                            who(t.worker.as_deref().unwrap_or("a worker"), tag.publisher()),
+                            who(holder.worker.as_deref().unwrap_or("?"), &holder.publisher),
+                        );
+                        refused.push(Refused { tag, reason });
                         continue;
                     }
                 }
@@ -354,6 +428,34 @@ mod tests {
         assert_eq!(froms(&out), vec![EvalQueued]);
         n.committed(&out, &[true]);
         assert_eq!(n.holder(JobId(7), 2), None);
+    }
+
+    /// The holder is who sent the notice, not only the name it gave: another sender naming the
+    /// holder's worker is refused, and may not renew its lease.
+    #[test]
+    fn a_result_under_the_holders_name_from_another_sender_is_refused() {
+        let mut n: StartedNotices<&'static str> = StartedNotices::default();
+        let t0 = Instant::now();
+        n.committed(&[change(8, Compiled, 1, EvalQueued)], &[true]);
+        let notice = by("h1/evaluator[0]", vec![change(8, EvalQueued, 2, Evaluating)]);
+        n.sift(notice, vec!["shoal_eval.h1"], t0);
+        assert!(n.may_renew(JobId(8), 2, "h1/evaluator[0]", "shoal_eval.h1"));
+        assert!(!n.may_renew(JobId(8), 2, "h1/evaluator[0]", "shoal_eval.h2"));
+        assert!(n.may_renew(JobId(9), 1, "anyone", "anyone"), "no holder known");
+        let forged = by("h1/evaluator[0]", result(8, 2));
+        let (out, _, refused) = n.sift(forged, vec!["shoal_eval.h2"; 2], t0);
+        assert!(out.is_empty());
+        assert!(
+            refused[0].reason.contains(
+                "from h1/evaluator[0] (sent by shoal_eval.h2), but h1/evaluator[0] (sent by shoal_eval.h1) holds"
+            ),
+            "{}",
+            refused[0].reason
+        );
+        let genuine = by("h1/evaluator[0]", result(8, 2));
+        let (out, _, refused) = n.sift(genuine, vec!["shoal_eval.h1"; 2], t0);
+        assert!(refused.is_empty());
+        assert_eq!(out.len(), 1);
     }
 
     #[test]

@@ -108,8 +108,11 @@ impl RabbitConsumer {
     fn wrap(&self, d: lapin::message::Delivery, held: &Arc<Held>) -> Delivery {
         let props = d.properties;
         let count = headers::delivery_count(props.headers().as_ref());
+        let publisher = props.user_id().as_ref().map(|u| u.to_string());
         match self.source {
-            Source::Topic { .. } => Delivery::new(d.data, 1, None, Box::new(NoSettle)),
+            Source::Topic { .. } => {
+                Delivery::new(d.data, 1, None, Box::new(NoSettle)).with_publisher(publisher)
+            }
             Source::Queue { .. } => {
                 let reason = headers::dead_reason(props.headers().as_ref(), |q| {
                     self.shared.delivery_limit(q)
@@ -121,7 +124,7 @@ impl RabbitConsumer {
                     // Kept for a dead-letter copy; the delivery hands out the original.
                     payload: d.data.clone(),
                 };
-                Delivery::new(d.data, count, reason, Box::new(settle))
+                Delivery::new(d.data, count, reason, Box::new(settle)).with_publisher(publisher)
             }
         }
     }
@@ -397,7 +400,8 @@ impl RabbitSettle {
         }
         let shared = self.held.shared.clone();
         let queue = self.held.queue.clone();
-        let properties = headers::dead_letter_properties(self.properties.clone(), &reason, &queue);
+        let properties =
+            headers::dead_letter_properties(self.properties.clone(), &reason, &queue, &shared.user);
         let target = Target {
             exchange: &shared.dead_exchange,
             routing_key: &shared.dead_queue,

@@ -10,6 +10,8 @@ use lapin::BasicProperties;
 pub const DEAD_REASON: &str = "x-shoal-dead-reason";
 /// Set on that copy: the queue it came from.
 pub const DEAD_QUEUE: &str = "x-shoal-dead-queue";
+/// Header of a dead-lettered copy: the broker user that published the original.
+pub const DEAD_PUBLISHER: &str = "x-shoal-dead-publisher";
 /// Stamped on every message published to a queue this bus declared: the queue's delivery limit,
 /// so that whoever reads a message the broker dead-lettered can name the limit it exceeded.
 pub const DELIVERY_LIMIT: &str = "x-shoal-delivery-limit";
@@ -98,11 +100,14 @@ pub fn topic_message_properties() -> BasicProperties {
 }
 
 /// Properties of the copy of a delivery that the bus dead-letters itself: the original's, less
-/// the redelivery count (a dead letter starts counting afresh), plus the reason and the queue.
+/// the redelivery count (a dead letter starts counting afresh), plus the reason and the queue;
+/// published by `user` (the broker refuses another `user_id`), with the original's publisher
+/// kept in [`DEAD_PUBLISHER`] (who sent what was refused).
 pub fn dead_letter_properties(
     original: BasicProperties,
     reason: &str,
     queue: &str,
+    user: &str,
 ) -> BasicProperties {
     let mut headers: BTreeMap<ShortString, AMQPValue> = original
         .headers()
@@ -112,8 +117,12 @@ pub fn dead_letter_properties(
     headers.remove(DELIVERY_COUNT);
     headers.insert(DEAD_REASON.into(), long(reason));
     headers.insert(DEAD_QUEUE.into(), long(queue));
+    if let Some(sender) = original.user_id() {
+        headers.insert(DEAD_PUBLISHER.into(), long(sender.as_str()));
+    }
     original
         .with_headers(FieldTable::from(headers))
+        .with_user_id(user.into())
         .with_delivery_mode(PERSISTENT)
 }
 
@@ -281,7 +290,7 @@ mod tests {
             (DELIVERY_COUNT, AMQPValue::LongInt(4)),
             (DELIVERY_LIMIT, AMQPValue::LongUInt(5)),
         ]));
-        let copy = dead_letter_properties(original, "bad", "q");
+        let copy = dead_letter_properties(original, "bad", "q", "me");
         let h = copy.headers().clone().unwrap();
         assert!(!h.contains_key(DELIVERY_COUNT));
         assert!(h.contains_key(DELIVERY_LIMIT));

@@ -63,6 +63,10 @@ pub(super) struct Shared {
     pub endpoint: String,
     pub dead_exchange: String,
     pub dead_queue: String,
+    /// The broker user this bus connects as: every message it publishes carries it as its
+    /// `user_id`, which the broker checks against the connection ("validated user-id"), so a
+    /// consumer knows who sent it.
+    pub user: String,
     /// The connection in use; replaced when it drops.
     link: Mutex<Option<Arc<Link>>>,
     /// Held by whoever is reconnecting, so that one task reconnects and the others wait for it.
@@ -179,6 +183,7 @@ impl Shared {
         }
         let (closed, _) = watch::channel(false);
         Ok(Shared {
+            user: uri.authority.userinfo.username.clone(),
             dead_exchange: ns.dead_letter_exchange(),
             dead_queue: ns.dead_letter_queue(),
             ns,

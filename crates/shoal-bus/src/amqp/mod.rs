@@ -330,7 +330,8 @@ impl Bus for RabbitBus {
         if payloads.is_empty() {
             return Ok(());
         }
-        let properties = headers::queue_message_properties(self.shared.delivery_limit(queue));
+        let properties = headers::queue_message_properties(self.shared.delivery_limit(queue))
+            .with_user_id(self.shared.user.as_str().into());
         let target = Target {
             exchange: "",
             routing_key: queue,
@@ -372,7 +373,8 @@ impl Bus for RabbitBus {
             mandatory: false,
             name: topic,
         };
-        let properties = headers::topic_message_properties();
+        let properties =
+            headers::topic_message_properties().with_user_id(self.shared.user.as_str().into());
         self.shared
             .publish(&target, std::slice::from_ref(&payload), &properties)
             .await
