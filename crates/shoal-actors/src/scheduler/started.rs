@@ -437,11 +437,17 @@ mod tests {
         let mut n: StartedNotices<&'static str> = StartedNotices::default();
         let t0 = Instant::now();
         n.committed(&[change(8, Compiled, 1, EvalQueued)], &[true]);
-        let notice = by("h1/evaluator[0]", vec![change(8, EvalQueued, 2, Evaluating)]);
+        let notice = by(
+            "h1/evaluator[0]",
+            vec![change(8, EvalQueued, 2, Evaluating)],
+        );
         n.sift(notice, vec!["shoal_eval.h1"], t0);
         assert!(n.may_renew(JobId(8), 2, "h1/evaluator[0]", "shoal_eval.h1"));
         assert!(!n.may_renew(JobId(8), 2, "h1/evaluator[0]", "shoal_eval.h2"));
-        assert!(n.may_renew(JobId(9), 1, "anyone", "anyone"), "no holder known");
+        assert!(
+            n.may_renew(JobId(9), 1, "anyone", "anyone"),
+            "no holder known"
+        );
         let forged = by("h1/evaluator[0]", result(8, 2));
         let (out, _, refused) = n.sift(forged, vec!["shoal_eval.h2"; 2], t0);
         assert!(out.is_empty());
