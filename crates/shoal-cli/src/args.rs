@@ -46,8 +46,10 @@ pub enum Command {
         #[arg(long)]
         list_builds: bool,
         /// Refuse a spec that would produce more candidates than this (compile sets × run
-        /// sets × shapes, before the rules).
-        #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES)]
+        /// sets × shapes, before the rules); at most 100000000, past which no host holds the
+        /// list.
+        #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES,
+              value_parser = max_candidates)]
         max_candidates: u64,
     },
     /// Database maintenance.
@@ -404,8 +406,9 @@ pub struct TuneArgs {
     #[arg(long, requires = "cluster")]
     pub num_cu: Option<u32>,
     /// Refuse a spec that would produce more candidates than this (compile sets × run sets ×
-    /// shapes, before the rules).
-    #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES)]
+    /// shapes, before the rules); at most 100000000, past which no host holds the list.
+    #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES,
+          value_parser = max_candidates)]
     pub max_candidates: u64,
     /// A replay spec (`backend = "replay"`): how long each recorded answer takes, `instant` or
     /// `scaled:F`, the recorded compile and run times × F (e.g. scaled:0.01), to study
@@ -417,6 +420,21 @@ pub struct TuneArgs {
     /// port (`9464`) listens on loopback.
     #[arg(long, value_name = "ADDR", value_parser = crate::metrics_endpoint::parse_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// `--max-candidates`: a count from 1 to [`shoal_backend::spec::MAX_CANDIDATES_CEILING`].
+fn max_candidates(value: &str) -> Result<u64, String> {
+    use shoal_backend::spec::MAX_CANDIDATES_CEILING as CEILING;
+    let n: u64 = value
+        .parse()
+        .map_err(|e| format!("not a count of candidates: {e}"))?;
+    if n == 0 || n > CEILING {
+        return Err(format!(
+            "{n} is not from 1 to {CEILING}: a list of more candidates than that is past the \
+             memory of any host (each takes about half a KiB while a spec is loaded)"
+        ));
+    }
+    Ok(n)
 }
 
 /// The spec limits of a command, with `--max-candidates` applied.
