@@ -86,6 +86,15 @@ pub enum Command {
         #[arg(long)]
         cluster: bool,
     },
+    /// Cluster mode: how many messages wait in the dead-letter queue `<ns>.dead` (on the
+    /// broker of SHOAL_BROKER or the config file), against the bound the broker keeps it under
+    /// (SHOAL_DEAD_MAX_LENGTH, default 10000, and SHOAL_DEAD_MAX_AGE_S, default 7 days: the
+    /// policy scripts/services-up sets), and whether it is full and dropping the oldest.
+    DeadLetters {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a session's results into a directory: the tuned table (CSV and JSON) of a
     /// command-backend session, or MIOpen's databases of a MIOpen session.
     Export {

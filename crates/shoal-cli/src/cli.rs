@@ -38,6 +38,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             cluster,
         } => crate::status::status(&db, cluster, session, json).await,
+        Command::DeadLetters { json } => crate::dead_letters::dead_letters(json).await,
         Command::Export {
             golden_v: Some(v),
             golden_dir,
