@@ -180,6 +180,24 @@ fn a_mistyped_database_url_is_refused_and_never_printed() {
             assert!(!all.contains("hunter2"), "{args:?} {value}: {all}");
         }
     }
+    // The same for the local store's --db.
+    for value in ["mysql//user:hunter2@h/db", "mysql://user:hunter2@h/db"] {
+        for args in [vec!["sessions"], vec!["status"], vec!["workers"]] {
+            let out = common::shoal(d)
+                .args(["--db", value])
+                .args(&args)
+                .output()
+                .unwrap();
+            let all = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                stderr_of(&out)
+            );
+            assert!(!out.status.success(), "{args:?} {value}: {all}");
+            assert!(all.contains("--db"), "{args:?} {value}: {all}");
+            assert!(!all.contains("hunter2"), "{args:?} {value}: {all}");
+        }
+    }
     assert_eq!(
         std::fs::read_dir(d).unwrap().count(),
         0,
