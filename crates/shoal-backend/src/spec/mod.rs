@@ -541,15 +541,12 @@ impl TuningSpec {
 
     /// The (compile, run) parameter sets to try on `shape`: the cartesian product in spec
     /// order, filtered by the rules.
-    /// Only the list kept is allocated, grown with `try_reserve`: a list memory cannot hold is
-    /// an [`OutOfMemory`] error, not an abort.
+    ///
+    /// The lists are grown through [`try_push`]: one that memory cannot hold is an
+    /// [`OutOfMemory`] error, not an abort.
     pub fn candidates(&self, shape: &Params) -> Result<Vec<(Params, Params)>, OutOfMemory> {
-        let run_bytes = params_bytes(&self.run_params);
-        let pair_bytes = params_bytes(&self.compile_params) + run_bytes;
-        let mut runs = Vec::new();
-        for run in combinations(&self.run_params) {
-            try_push(&mut runs, run, run_bytes, "run sets")?;
-        }
+        let pair_bytes = params_bytes(&self.compile_params) + params_bytes(&self.run_params);
+        let runs = self.run_sets()?;
         let mut out = Vec::new();
         for compile in combinations(&self.compile_params) {
             for run in &runs {
@@ -571,9 +568,24 @@ impl TuningSpec {
             .fold(1usize, |n, def| n.saturating_mul(def.values.len()))
     }
 
-    /// Whether the rules leave at least one candidate for `shape`.
+    /// Every run set, in order.
+    fn run_sets(&self) -> Result<Vec<Params>, OutOfMemory> {
+        let bytes = params_bytes(&self.run_params);
+        let mut runs = Vec::new();
+        for run in combinations(&self.run_params) {
+            try_push(&mut runs, run, bytes, "run sets")?;
+        }
+        Ok(runs)
+    }
+
+    /// Whether the rules leave at least one candidate for `shape`. The run sets are listed once
+    /// where memory allows, else made again for each compile set: nothing else is kept.
     pub fn has_candidate(&self, shape: &Params) -> bool {
-        combinations(&self.compile_params).any(|compile| self.has_run(shape, &compile))
+        match self.run_sets() {
+            Ok(runs) => combinations(&self.compile_params)
+                .any(|compile| runs.iter().any(|run| self.allows(shape, &compile, run))),
+            Err(_) => combinations(&self.compile_params).any(|c| self.has_run(shape, &c)),
+        }
     }
 
     /// Whether some run set goes with `compile` on `shape`.
@@ -584,9 +596,11 @@ impl TuningSpec {
     /// The distinct compile sets that are valid for at least one shape, in enumeration order.
     pub fn compile_sets(&self) -> Result<Vec<Params>, OutOfMemory> {
         let bytes = params_bytes(&self.compile_params);
+        let runs = self.run_sets()?;
         let mut out = Vec::new();
         for compile in combinations(&self.compile_params) {
-            if self.shapes.iter().any(|s| self.has_run(s, &compile)) {
+            let valid = |shape| runs.iter().any(|run| self.allows(shape, &compile, run));
+            if self.shapes.iter().any(valid) {
                 try_push(&mut out, compile, bytes, "compile sets")?;
             }
         }
