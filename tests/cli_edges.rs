@@ -146,3 +146,61 @@ fn devices_are_listed_as_json_too() {
     assert_eq!(cpu["healthy"], true, "{list}");
     assert!(cpu["units"].as_u64().unwrap() >= 1, "{list}");
 }
+
+/// A database setting that looks like a URL but is not one (no `://`) is refused by every
+/// command that reads the cluster's store, and its password is printed nowhere: it used to be
+/// taken for a SQLite file, created, and shown by `sessions`, `workers` and `status`.
+#[test]
+fn a_mistyped_database_url_is_refused_and_never_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for value in [
+        "mysql//user:hunter2@h/db",
+        "mysql:user:hunter2@h/db",
+        "user:hunter2@host/db",
+    ] {
+        for args in [
+            vec!["sessions", "--cluster"],
+            vec!["workers", "--cluster"],
+            vec!["status", "--cluster"],
+        ] {
+            let out = common::shoal(d)
+                .env("SHOAL_DB", value)
+                .env("SHOAL_CONFIG", "/dev/null")
+                .args(&args)
+                .output()
+                .unwrap();
+            let all = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                stderr_of(&out)
+            );
+            assert!(!out.status.success(), "{args:?} {value}: {all}");
+            assert!(all.contains("SHOAL_DB"), "{args:?} {value}: {all}");
+            assert!(!all.contains("hunter2"), "{args:?} {value}: {all}");
+        }
+    }
+    // The same for the local store's --db.
+    for value in ["mysql//user:hunter2@h/db", "mysql://user:hunter2@h/db"] {
+        for args in [vec!["sessions"], vec!["status"], vec!["workers"]] {
+            let out = common::shoal(d)
+                .args(["--db", value])
+                .args(&args)
+                .output()
+                .unwrap();
+            let all = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                stderr_of(&out)
+            );
+            assert!(!out.status.success(), "{args:?} {value}: {all}");
+            assert!(all.contains("--db"), "{args:?} {value}: {all}");
+            assert!(!all.contains("hunter2"), "{args:?} {value}: {all}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(d).unwrap().count(),
+        0,
+        "a file was created"
+    );
+}

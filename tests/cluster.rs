@@ -231,6 +231,12 @@ fn scheduler_two_compilers_and_an_evaluator_as_separate_processes() {
         vec![0.0],
         "{metrics}"
     );
+    // And how full the bounded dead-letter queue is (`shoal dead-letters`).
+    let dead = format!(
+        "shoal_queue_messages{{queue=\"{}.dead\"}}",
+        cluster.namespace
+    );
+    assert_eq!(metric_lines(&metrics, &dead).len(), 1, "{metrics}");
     steps::hostile_messages_are_dead_lettered(&cluster, dir.path());
     // The exporter role writes the tuned table on request, on its own host, inside its export
     // directory only: a request for a path outside it is refused by the CLI.

@@ -125,7 +125,8 @@ own_json_str() { # STRING: as a JSON string (the regexes carry backslashes)
 
 # own_rabbit_setup PASSWORDS_VAR: the node's config and definitions. PASSWORDS_VAR names an
 # associative array role -> broker password; every role user gets its permissions on every run's
-# vhost, for the namespace `chaos`.
+# vhost, for the namespace `chaos`, whose dead-letter queue gets services-up's bound; the node
+# refuses messages past Shoal's decoder limit (max_message_size).
 own_rabbit_setup() {
     local -n pws=$1
     local dir=$OWN_DIR/rabbit role run sep="" conf write read
@@ -135,6 +136,8 @@ own_rabbit_setup() {
         printf 'default_user = chaos_admin\ndefault_pass = %s\n' "$OWN_ADMIN_PW"
         printf 'load_definitions = %s/definitions.json\n' "$dir"
         printf 'log.console = false\nlog.file.level = info\n'
+        # The broker refuses what Shoal's decoder would (services-up sets the same).
+        printf 'max_message_size = %s\n' "$SHOAL_MAX_MESSAGE_BYTES"
     } >"$dir/rabbitmq.conf"
     chmod 600 "$dir/rabbitmq.conf"
     printf '[].\n' >"$dir/enabled_plugins"
@@ -159,6 +162,13 @@ own_rabbit_setup() {
                 printf ', {"user": "shoal_%s", "vhost": "%s", "configure": %s, "write": %s, "read": %s}' \
                     "$role" "$run" "$(own_json_str "$conf")" "$(own_json_str "$write")" "$(own_json_str "$read")"
             done
+        done
+        # The dead-letter queue of every run's namespace is bounded as services-up bounds it.
+        printf '],\n "policies": ['
+        sep=""
+        for run in "${OWN_RUNS[@]}"; do
+            printf '%s%s' "$sep" "$(shoal_dead_policy_json chaos "$run")"
+            sep=", "
         done
         printf ']}\n'
     } >"$dir/definitions.json"

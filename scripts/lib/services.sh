@@ -10,6 +10,38 @@ SHOAL_AMQP_PORT=5672
 SHOAL_MYSQL_PORT=3306
 SHOAL_EPMD_PORT=4369
 
+# The broker's max_message_size: Shoal's decoder limit, shoal_model::envelope::MAX_MESSAGE_BYTES
+# (4 MiB), so that the broker refuses what every consumer would dead-letter.
+SHOAL_MAX_MESSAGE_BYTES=4194304
+
+# The bound of the dead-letter queue <ns>.dead, a policy (shoal_dead_policy_json): at most
+# SHOAL_DEAD_MAX_LENGTH messages (default 10000), none older than SHOAL_DEAD_MAX_AGE_S seconds
+# (default 7 days), the oldest dropped first (overflow drop-head). `shoal dead-letters` reads
+# the same variables to say how close the queue is to its bound.
+shoal_dead_max_length() { printf '%s\n' "${SHOAL_DEAD_MAX_LENGTH:-10000}"; }
+shoal_dead_max_age_s() { printf '%s\n' "${SHOAL_DEAD_MAX_AGE_S:-604800}"; }
+
+# check_dead_bound: the two settings are whole numbers RabbitMQ takes (a TTL is at most 2^32-1 ms).
+check_dead_bound() {
+    local n a
+    n=$(shoal_dead_max_length) a=$(shoal_dead_max_age_s)
+    [[ $n =~ ^[1-9][0-9]{0,9}$ ]] && [ "$n" -le 2147483647 ] ||
+        die "SHOAL_DEAD_MAX_LENGTH must be a count of messages from 1 to 2147483647, not '$n'"
+    [[ $a =~ ^[1-9][0-9]{0,6}$ ]] && [ "$a" -le 4294967 ] ||
+        die "SHOAL_DEAD_MAX_AGE_S must be a number of seconds from 1 to 4294967 (49 days), not '$a'"
+}
+
+# shoal_dead_policy_json NAMESPACE VHOST: the policy bounding <ns>.dead, as an element of a
+# definitions file's "policies". Quorum queues (which <ns>.dead is) take all three keys on
+# RabbitMQ 3.10 (message-ttl since 3.10; overflow drop-head and reject-publish, not
+# reject-publish-dlx). A policy, not queue arguments: operators change it with
+# `rabbitmqctl set_policy` (or services-up with other values) without redeclaring the queue.
+shoal_dead_policy_json() {
+    local pattern="^${1//./\\\\.}\\\\.dead\$"
+    printf '{"vhost": "%s", "name": "%s-dead-bound", "pattern": "%s", "apply-to": "queues", "priority": 0, "definition": {"max-length": %d, "message-ttl": %d, "overflow": "drop-head"}}' \
+        "$2" "$1" "$pattern" "$(shoal_dead_max_length)" "$(($(shoal_dead_max_age_s) * 1000))"
+}
+
 # Where the credentials are kept (KEY=VALUE lines, mode 600). SHOAL_CREDENTIALS_FILE overrides.
 shoal_credentials_file() {
     printf '%s\n' "${SHOAL_CREDENTIALS_FILE:-${XDG_CONFIG_HOME:-$HOME/.config}/shoal/credentials.env}"
@@ -509,14 +541,16 @@ ensure_hmac_key() {
     say "services-up: created the message-signing key $file"
 }
 
-# privileges_fingerprint: a hash of every role's grants and permissions as this script wants them,
-# so that the fast path notices a change of this file (or of SHOAL_CLUSTER_NET).
+# privileges_fingerprint: a hash of every role's grants and permissions, and of the dead-letter
+# policy, as this script wants them, so that the fast path notices a change of this file (or of
+# SHOAL_CLUSTER_NET, SHOAL_DEAD_MAX_LENGTH, SHOAL_DEAD_MAX_AGE_S).
 privileges_fingerprint() {
     local role ns
     ns=$(shoal_role_namespace)
     {
         shoal_db_hosts
         printf '%s\n' "$ns" "$SHOAL_ROLE_DATABASE"
+        shoal_dead_policy_json "$ns" /
         for role in "${SHOAL_ROLES[@]}"; do
             printf '[%s]\n' "$role"
             shoal_role_db_grants "$role"

@@ -78,7 +78,19 @@ pub async fn load(
         .remove(0);
     let mut jobs = Vec::new();
     for (shape, (config, _)) in spec.shapes.iter().zip(&config_ids) {
-        for (compile, run) in spec.candidates(shape) {
+        let candidates = spec
+            .candidates(shape)
+            .map_err(|e| StoreError::Invalid(format!("shape {shape}: {e}")))?;
+        jobs.try_reserve(candidates.len()).map_err(|_| {
+            StoreError::Invalid(format!(
+                "shape {shape}: {}",
+                shoal_backend::spec::OutOfMemory {
+                    what: "jobs",
+                    held: jobs.len(),
+                }
+            ))
+        })?;
+        for (compile, run) in candidates {
             jobs.push(NewJob {
                 session: session.id,
                 config: *config,

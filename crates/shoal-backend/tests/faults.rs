@@ -53,10 +53,10 @@ fn detail(outcome: &Outcome) -> &str {
 async fn tune(spec: &TuningSpec, work: &Path) -> BTreeMap<(String, String, String), Outcome> {
     let cache = ArtifactCache::new(work.join("cache")).unwrap();
     let mut outcomes = BTreeMap::new();
-    for compile in spec.compile_sets() {
+    for compile in spec.compile_sets().unwrap() {
         let built = command::build(spec, &compile, &work.join("build")).await;
         for shape in &spec.shapes {
-            for (c, run) in spec.candidates(shape) {
+            for (c, run) in spec.candidates(shape).unwrap() {
                 if c != compile {
                     continue;
                 }
@@ -78,7 +78,7 @@ async fn tune(spec: &TuningSpec, work: &Path) -> BTreeMap<(String, String, Strin
 async fn every_fault_is_recorded_and_the_tuning_completes() {
     let spec = spec::load(&fixture("faults")).unwrap();
     assert!(spec.warnings.is_empty(), "{:?}", spec.warnings);
-    assert_eq!(spec.compile_sets().len(), 6);
+    assert_eq!(spec.compile_sets().unwrap().len(), 6);
     let work = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let outcomes = tune(&spec, work.path()).await;

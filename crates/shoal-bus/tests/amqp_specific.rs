@@ -435,3 +435,42 @@ fn runs_on_a_current_thread_runtime_with_a_local_set() {
         drop(c);
     });
 }
+
+/// The broker refuses a message past the decoder's limit (`max_message_size` =
+/// `MAX_MESSAGE_BYTES`, 4 MiB; `scripts/services-up`, `deploy/rabbitmq/rabbitmq.conf`): a
+/// 100 MB payload fails to publish with the broker's reason and never reaches a consumer, and
+/// the bus goes on. Under RabbitMQ's default of 128 MiB the broker would take it.
+#[tokio::test]
+async fn the_broker_refuses_a_message_past_the_decoders_limit() {
+    let ns = fresh_namespace("size");
+    let bus = connect(&ns).await;
+    let q = ns.results_queue();
+    bus.declare_queue(&q, &QueueOptions::default())
+        .await
+        .unwrap();
+    let mut c = bus.consume(&q, 1).await.unwrap();
+    let huge = vec![0x5a; 100 * 1000 * 1000];
+    let started = Instant::now();
+    let err = timeout(Duration::from_secs(60), bus.publish(&q, vec![huge]))
+        .await
+        .expect("the publish ends (no retrying a refusal)")
+        .expect_err("a 100 MB message is refused by the broker");
+    let shown = err.to_string();
+    eprintln!("refused after {:?}: {shown}", started.elapsed());
+    assert!(
+        shown.contains("max size")
+            && shown.contains(&shoal_model::envelope::MAX_MESSAGE_BYTES.to_string()),
+        "the broker's limit is the decoder's: {shown}"
+    );
+    assert!(
+        timeout(Duration::from_secs(2), c.next()).await.is_err(),
+        "nothing reached the consumer"
+    );
+    // Right at the limit it goes through, and the bus goes on after the refusal.
+    let edge = vec![0xa5; shoal_model::envelope::MAX_MESSAGE_BYTES];
+    bus.publish(&q, vec![edge]).await.expect("4 MiB is allowed");
+    let d = recv(&mut *c, "the message at the limit").await;
+    assert_eq!(d.payload.len(), shoal_model::envelope::MAX_MESSAGE_BYTES);
+    d.ack().await.unwrap();
+    drop(c);
+}

@@ -61,8 +61,10 @@ pub enum Command {
         #[arg(long)]
         list_builds: bool,
         /// Refuse a spec that would produce more candidates than this (compile sets × run
-        /// sets × shapes, before the rules).
-        #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES)]
+        /// sets × shapes, before the rules); at most 100000000, past which no host holds the
+        /// list.
+        #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES,
+              value_parser = max_candidates)]
         max_candidates: u64,
     },
     /// Database maintenance.
@@ -98,6 +100,15 @@ pub enum Command {
         /// Read the cluster's database (SHOAL_DB or the config file) instead of --db.
         #[arg(long)]
         cluster: bool,
+    },
+    /// Cluster mode: how many messages wait in the dead-letter queue `<ns>.dead` (on the
+    /// broker of SHOAL_BROKER or the config file), against the bound the broker keeps it under
+    /// (SHOAL_DEAD_MAX_LENGTH, default 10000, and SHOAL_DEAD_MAX_AGE_S, default 7 days: the
+    /// policy scripts/services-up sets), and whether it is full and dropping the oldest.
+    DeadLetters {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Write a session's results into a directory: the tuned table (CSV and JSON) of a
     /// command-backend session, or MIOpen's databases of a MIOpen session.
@@ -419,8 +430,9 @@ pub struct TuneArgs {
     #[arg(long, requires = "cluster")]
     pub num_cu: Option<u32>,
     /// Refuse a spec that would produce more candidates than this (compile sets × run sets ×
-    /// shapes, before the rules).
-    #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES)]
+    /// shapes, before the rules); at most 100000000, past which no host holds the list.
+    #[arg(long, value_name = "N", default_value_t = shoal_backend::spec::DEFAULT_MAX_CANDIDATES,
+          value_parser = max_candidates)]
     pub max_candidates: u64,
     /// A replay spec (`backend = "replay"`): how long each recorded answer takes, `instant` or
     /// `scaled:F`, the recorded compile and run times × F (e.g. scaled:0.01), to study
@@ -432,6 +444,21 @@ pub struct TuneArgs {
     /// port (`9464`) listens on loopback.
     #[arg(long, value_name = "ADDR", value_parser = crate::metrics_endpoint::parse_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// `--max-candidates`: a count from 1 to [`shoal_backend::spec::MAX_CANDIDATES_CEILING`].
+fn max_candidates(value: &str) -> Result<u64, String> {
+    use shoal_backend::spec::MAX_CANDIDATES_CEILING as CEILING;
+    let n: u64 = value
+        .parse()
+        .map_err(|e| format!("not a count of candidates: {e}"))?;
+    if n == 0 || n > CEILING {
+        return Err(format!(
+            "{n} is not from 1 to {CEILING}: a list of more candidates than that is past the \
+             memory of any host (each takes about half a KiB while a spec is loaded)"
+        ));
+    }
+    Ok(n)
 }
 
 /// The spec limits of a command, with `--max-candidates` applied.

@@ -39,6 +39,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             cluster,
         } => crate::status::status(&db, cluster, session, json).await,
+        Command::DeadLetters { json } => crate::dead_letters::dead_letters(json).await,
         Command::Export {
             golden_v: Some(v),
             golden_dir,
@@ -347,21 +348,22 @@ async fn control(cmd: ControlCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Result<ExitCode> {
+    use shoal_backend::spec::OutOfMemory;
     let spec = shoal_backend::spec::load_with(spec_path, &spec_limits(max_candidates))?;
     for w in &spec.warnings {
         eprintln!("warning: {w}");
     }
     if list_builds {
-        let per_shape: Vec<(String, std::collections::HashSet<String>)> = spec
+        let per_shape = spec
             .shapes
             .iter()
             .map(|shape| {
-                let builds = spec.candidates(shape).into_iter().map(|(c, _)| c.key());
-                (shape.key(), builds.collect())
+                let builds = spec.candidates(shape)?.into_iter().map(|(c, _)| c.key());
+                Ok((shape.key(), builds.collect()))
             })
-            .collect();
+            .collect::<Result<Vec<(String, std::collections::HashSet<String>)>, OutOfMemory>>()?;
         let mut out = std::io::stdout().lock();
-        for compile in spec.compile_sets() {
+        for compile in spec.compile_sets()? {
             let key = compile.key();
             let shapes: Vec<&str> = per_shape
                 .iter()
@@ -386,7 +388,7 @@ fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Re
     };
     let (mut total, mut tried) = (0, 0);
     for shape in &spec.shapes {
-        let n = spec.candidates(shape).len();
+        let n = spec.candidates(shape)?.len();
         total += n;
         match &spec.search {
             Some(search) => {
@@ -402,7 +404,7 @@ fn check(spec_path: &Path, list_builds: bool, max_candidates: u64) -> anyhow::Re
         "{}: {} shapes, {} distinct builds, {} candidates ({all} combinations before the rules)",
         spec.name,
         spec.shapes.len(),
-        spec.compile_sets().len(),
+        spec.compile_sets()?.len(),
         total
     );
     if let Some(search) = &spec.search {

@@ -3,8 +3,11 @@
 //! Settings come from, in order: the environment (`SHOAL_BROKER`, `SHOAL_DB`, `SHOAL_NAMESPACE`),
 //! then a config file (`--config`, else `$SHOAL_CONFIG`, else `/etc/shoal/shoal.toml` when it
 //! exists). URLs carry credentials, so they never come from argv, and they are shown only with the
-//! password removed ([`redact`]); a value that is not a URL of a known scheme is never shown at
-//! all, only the scheme and where the value came from ([`store_url`], [`check_broker_url`]).
+//! password removed ([`redact`]). A setting is a URL of a known scheme (`mysql://`, `sqlite:`,
+//! `amqp://`, `amqps://`) or, for the store, a plain path; a value that looks like a URL but is
+//! not one (holds `@`, or starts `mysql:`, `mysql//`, `amqp:x`) is an error that names the
+//! setting and the form expected and never shows the value ([`store_url`], [`check_broker_url`]),
+//! so that the SQLite path a listing prints is never a mistyped URL with its password.
 //! The message signing key is read from the file `SHOAL_HMAC_KEY_FILE` names, never from argv
 //! or the environment itself ([`signing_key_from_env`]).
 
@@ -100,8 +103,9 @@ impl Settings {
 /// of the host); the password comes from `password_env` when set.
 pub fn url_from_flag(flag: &str, url: &str, password_env: &str) -> anyhow::Result<String> {
     let Some((scheme, rest)) = url.split_once("://") else {
-        bail!("{flag}: `{}` is not a URL", redact(url));
+        bail!("{flag}: not a URL (the value is not shown); give `scheme://user@host/…`");
     };
+    scheme_of(flag, url)?;
     let authority = rest.split('/').next().unwrap_or("");
     if let Some((userinfo, _)) = authority.rsplit_once('@') {
         if userinfo.contains(':') {
@@ -118,11 +122,22 @@ pub fn url_from_flag(flag: &str, url: &str, password_env: &str) -> anyhow::Resul
     Ok(url.to_string())
 }
 
-/// A URL with its password removed, for logs and errors: `scheme://user@host:port/path`.
+/// What [`redact`] shows of a value it cannot take apart.
+pub const NOT_SHOWN: &str = "(a value not shown)";
+
+/// A URL with its password removed, for logs and errors: `scheme://user@host:port/path`. A
+/// value that is not a URL is shown as it is only if it is a plain path or `sqlite:PATH` by
+/// [`store_url`]'s rule; anything else that looks like a URL is [`NOT_SHOWN`].
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+        return match refuse_url_lookalike("", url, "") {
+            Ok(()) => url.to_string(),
+            Err(_) => NOT_SHOWN.to_string(),
+        };
     };
+    if scheme_of("", url).is_err() {
+        return NOT_SHOWN.to_string();
+    }
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
@@ -146,6 +161,24 @@ pub enum StoreUrl {
     Sqlite(PathBuf),
 }
 
+/// The scheme names Shoal knows, each with the separator that must follow it. A value that
+/// starts with one of these names followed by `:` or `//` but not by its separator (`mysql:`,
+/// `mysql//`, `amqp:x`) is a mistyped URL, never a file name (`mysql/x.db` is one).
+const KNOWN_SCHEMES: [(&str, &str); 5] = [
+    ("mysql", "://"),
+    ("mariadb", "://"),
+    ("amqps", "://"),
+    ("amqp", "://"),
+    ("sqlite", ":"),
+];
+
+/// What a store setting must look like, for errors.
+const STORE_FORMS: &str = "the store is `mysql://user@host:3306/database` (MySQL/MariaDB) or, \
+     for embedded commands, a SQLite file: a plain path or `sqlite:PATH`, with no `@` in it";
+
+/// What a broker setting must look like, for errors.
+const BROKER_FORMS: &str = "the broker is `amqp://user@host:5672/%2f` or `amqps://…` (RabbitMQ)";
+
 /// The scheme of `value` when it has the form `scheme://…`. What precedes `://` is shown only
 /// if it is a scheme by RFC 3986's grammar, so that no other part of the value (a password
 /// before a stray `://`) ever reaches a message.
@@ -158,26 +191,71 @@ fn scheme_of<'a>(what: &str, value: &'a str) -> anyhow::Result<Option<&'a str>> 
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     if !valid {
         bail!(
-            "{what}: the value has `://` but no valid scheme before it (not shown: it may hold a password)"
+            "{what}: the value has `://` but no valid scheme before it (not shown: it may hold a \
+             password)"
         );
     }
     Ok(Some(scheme))
 }
 
-/// What the store setting `what` (`SHOAL_DB`, `--db-url`, a config key) names. An unknown
-/// scheme is an error naming the scheme and the setting, never the value.
-pub fn store_url(what: &str, value: &str) -> anyhow::Result<StoreUrl> {
-    match scheme_of(what, value)? {
-        Some("mysql") => Ok(StoreUrl::Mysql),
-        Some("sqlite") => Ok(StoreUrl::Sqlite(PathBuf::from(&value["sqlite://".len()..]))),
-        Some(other) => bail!(
-            "{what}: unknown scheme `{other}://`; the store is `mysql://user@host:3306/database` \
-             (MySQL/MariaDB) or, for embedded commands, a SQLite file path"
-        ),
-        None => Ok(StoreUrl::Sqlite(PathBuf::from(
-            value.strip_prefix("sqlite:").unwrap_or(value),
-        ))),
+/// Refuses a value without `://` that looks like a URL: one that starts with a known scheme
+/// name followed by `:` or `//` but not by that scheme's separator (`mysql:u:pw@h/db`,
+/// `mysql//u:pw@h/db`, `amqp:x`), or that holds `@` (`u:pw@host/db`: credentials, not a file
+/// name). The error names the setting and the form expected, never the value.
+fn refuse_url_lookalike(what: &str, value: &str, forms: &str) -> anyhow::Result<()> {
+    let lower = value.to_ascii_lowercase();
+    for (name, separator) in KNOWN_SCHEMES {
+        let Some(after) = lower.strip_prefix(name) else {
+            continue;
+        };
+        if after.starts_with(separator) {
+            // `sqlite:` (its separator) is checked by the caller; a `mysql://…` never gets here.
+            continue;
+        }
+        if after.starts_with(':') || after.starts_with("//") {
+            bail!(
+                "{what}: starts like a `{name}{separator}` URL but is not one (the value is not \
+                 shown: it may hold a password); {forms}"
+            );
+        }
     }
+    if value.contains('@') {
+        bail!(
+            "{what}: holds `@` but is not a URL of a known scheme, so it looks like credentials \
+             (the value is not shown: it may hold a password); {forms}"
+        );
+    }
+    Ok(())
+}
+
+/// What the store setting `what` (`SHOAL_DB`, `--db-url`, a config key) names: `mysql://…`,
+/// `sqlite:PATH`/`sqlite://PATH`, or a plain path. Anything else that looks like a URL is an
+/// error naming the setting and the form expected, never the value, so that the path a
+/// [`StoreUrl::Sqlite`] holds can be shown (`shoal sessions`, `workers`, `status`).
+pub fn store_url(what: &str, value: &str) -> anyhow::Result<StoreUrl> {
+    let path = match scheme_of(what, value)? {
+        Some("mysql") => return Ok(StoreUrl::Mysql),
+        Some("sqlite") => &value["sqlite://".len()..],
+        Some(other) => bail!("{what}: unknown scheme `{other}://`; {STORE_FORMS}"),
+        None => {
+            refuse_url_lookalike(what, value, STORE_FORMS)?;
+            match value.get(..7) {
+                Some(p) if p.eq_ignore_ascii_case("sqlite:") => &value[7..],
+                _ => value,
+            }
+        }
+    };
+    // What follows `sqlite:` is a path, held to the same rule as a bare one.
+    if path.contains('@') {
+        bail!(
+            "{what}: a SQLite path with `@` in it looks like credentials (the value is not \
+             shown: it may hold a password); {STORE_FORMS}"
+        );
+    }
+    if path.is_empty() {
+        bail!("{what}: names no SQLite file; {STORE_FORMS}");
+    }
+    Ok(StoreUrl::Sqlite(PathBuf::from(path)))
 }
 
 /// Refuses a store that a cluster cannot share: anything but MySQL/MariaDB.
@@ -198,12 +276,11 @@ pub fn require_cluster_store(what: &str, value: &str) -> anyhow::Result<()> {
 pub fn check_broker_url(what: &str, value: &str) -> anyhow::Result<()> {
     match scheme_of(what, value)? {
         Some("amqp" | "amqps") => Ok(()),
-        Some(other) => bail!(
-            "{what}: unknown scheme `{other}://`; the broker is `amqp://` or `amqps://` (RabbitMQ)"
-        ),
-        None => bail!(
-            "{what}: not a URL; the broker is `amqp://user@host:5672/%2f` or `amqps://…` (RabbitMQ)"
-        ),
+        Some(other) => bail!("{what}: unknown scheme `{other}://`; {BROKER_FORMS}"),
+        None => {
+            refuse_url_lookalike(what, value, BROKER_FORMS)?;
+            bail!("{what}: not a URL (the value is not shown); {BROKER_FORMS}")
+        }
     }
 }
 
@@ -440,6 +517,101 @@ mod tests {
             .to_string();
         assert!(e.contains("not a URL") && !e.contains("hunter2"), "{e}");
         super::check_broker_url("SHOAL_BROKER", "amqps://u:p@h/v").unwrap();
+    }
+
+    /// Values that look like URLs but are not, each holding the password `hunter2`.
+    const LOOKALIKES: [&str; 11] = [
+        "mysql//user:hunter2@h/db",
+        "mysql:user:hunter2@h/db",
+        "MySQL:user:hunter2@h/db",
+        "mysql:/hunter2",
+        "user:hunter2@host/db",
+        "mariadb:user:hunter2@h/db",
+        "sqlite:user:hunter2@h/db",
+        "sqlite//hunter2.db",
+        "amqp:hunter2",
+        "amqp//u:hunter2@mq/%2f",
+        "amqps:u:hunter2@mq",
+    ];
+
+    #[test]
+    fn a_store_setting_that_looks_like_a_url_is_an_error_that_never_shows_it() {
+        for value in LOOKALIKES {
+            let e = format!("{:#}", super::store_url("SHOAL_DB", value).unwrap_err());
+            assert!(e.contains("SHOAL_DB"), "{value}: {e}");
+            assert!(
+                e.contains("mysql://user@host"),
+                "{value}: the form expected: {e}"
+            );
+            assert!(!e.contains("hunter2") && !e.contains(value), "{value}: {e}");
+            // What a log or a listing would show of it.
+            assert!(!super::redact(value).contains("hunter2"), "{value}");
+            assert!(super::require_cluster_store("SHOAL_DB", value).is_err());
+        }
+        let e = super::store_url("SHOAL_DB", "mysql//u:hunter2@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`mysql://`"), "{e}");
+        let e = super::store_url("SHOAL_DB", "u:hunter2@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`@`"), "{e}");
+        assert!(super::store_url("SHOAL_DB", "sqlite:").is_err());
+    }
+
+    #[test]
+    fn a_broker_setting_that_looks_like_a_url_is_an_error_that_never_shows_it() {
+        for value in LOOKALIKES {
+            let e = format!(
+                "{:#}",
+                super::check_broker_url("SHOAL_BROKER", value).unwrap_err()
+            );
+            assert!(e.contains("SHOAL_BROKER"), "{value}: {e}");
+            assert!(
+                e.contains("amqp://user@host"),
+                "{value}: the form expected: {e}"
+            );
+            assert!(!e.contains("hunter2") && !e.contains(value), "{value}: {e}");
+        }
+        let e = super::check_broker_url("SHOAL_BROKER", "amqp:hunter2")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`amqp://`"), "{e}");
+    }
+
+    #[test]
+    fn a_flag_that_is_not_a_url_is_never_shown() {
+        for value in LOOKALIKES.into_iter().chain(["u:hunter2@h://x"]) {
+            let e = super::url_from_flag("--db-url", value, "X_TEST_PW_UNSET")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("--db-url") && !e.contains("hunter2"),
+                "{value}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn plain_paths_stay_paths() {
+        use super::StoreUrl;
+        use std::path::PathBuf;
+        for path in [
+            "shoal.db",
+            "/var/lib/shoal/shoal.db",
+            "mysql/shoal.db",
+            "mysql.db",
+            "amqp-test.db",
+            "./mysql:x.db",
+        ] {
+            assert_eq!(
+                super::store_url("SHOAL_DB", path).unwrap(),
+                StoreUrl::Sqlite(PathBuf::from(path)),
+                "{path}"
+            );
+            assert_eq!(super::redact(path), path);
+        }
+        assert_eq!(super::redact("u:hunter2@h://x"), super::NOT_SHOWN);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod cli;
 mod commands;
 mod compare;
 mod connect;
+mod dead_letters;
 mod fleet;
 mod host;
 mod hostile;

@@ -15,8 +15,25 @@ use anyhow::Context;
 use shoal_model::{Session, SessionId};
 use shoal_store::{SqliteStore, Store};
 
+/// Refuses a `--db` that is not a plain path by [`crate::connect::store_url`]'s rule (a URL,
+/// or what looks like one: `mysql//u:pw@h/db`), without showing it, so that the path every
+/// message about the store shows is never a mistyped URL with its password.
+fn check_path(path: &Path) -> anyhow::Result<()> {
+    let Some(value) = path.to_str() else {
+        return Ok(());
+    };
+    match crate::connect::store_url("--db (SHOAL_DB_FILE)", value)? {
+        crate::connect::StoreUrl::Sqlite(_) => Ok(()),
+        crate::connect::StoreUrl::Mysql => anyhow::bail!(
+            "--db (SHOAL_DB_FILE): a MySQL URL (not shown); --db is a SQLite file, and the \
+             cluster's database is read with --cluster, from SHOAL_DB or the config file"
+        ),
+    }
+}
+
 /// Opens the SQLite store without changing it.
 pub async fn open_store(path: &Path) -> anyhow::Result<Arc<dyn Store>> {
+    check_path(path)?;
     let store =
         SqliteStore::open(path).with_context(|| format!("opening the store {}", path.display()))?;
     Ok(Arc::new(store))
@@ -32,6 +49,7 @@ pub async fn open_migrated(path: &Path) -> anyhow::Result<Arc<dyn Store>> {
 
 /// Opens a store that must already exist, and brings its schema up to date.
 pub async fn open_existing(path: &Path) -> anyhow::Result<Arc<dyn Store>> {
+    check_path(path)?;
     if !path.exists() {
         anyhow::bail!(
             "{}: no such store. `shoal tune`, `shoal import-configs` and `shoal session init` \

@@ -210,6 +210,10 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     .await?;
     let mut queues = worker.queues.clone();
     queues.push(bus.namespace().results_queue());
+    if roles.scheduler {
+        // How full the bounded dead-letter queue is (`shoal dead-letters`), for an alert.
+        queues.push(bus.namespace().dead_letter_queue());
+    }
     let metrics = match crate::metrics_endpoint::start(
         args.metrics_addr,
         store.clone(),

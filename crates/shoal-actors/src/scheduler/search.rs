@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use shoal_backend::spec::TuningSpec;
+use shoal_backend::spec::{OutOfMemory, TuningSpec};
 use shoal_backend::SessionBackend;
 use shoal_model::search::{Search, SearchSpec, Space};
 use shoal_model::{
@@ -55,14 +55,27 @@ struct ShapeSearch {
 
 /// The space of `shape`'s candidates as the strategies see it, in the order
 /// [`TuningSpec::candidates`] gives (the order jobs are loaded in), and each candidate's key.
-fn space_of(spec: &TuningSpec, shape: &shoal_model::Params) -> (Space, Vec<String>) {
+/// A list memory cannot hold is an error, not an abort.
+fn space_of(
+    spec: &TuningSpec,
+    shape: &shoal_model::Params,
+) -> Result<(Space, Vec<String>), OutOfMemory> {
     let defs: Vec<_> = spec.compile_params.iter().chain(&spec.run_params).collect();
     let mut space = Space {
         sizes: defs.iter().map(|d| d.values.len()).collect(),
         candidates: Vec::new(),
     };
+    let candidates = spec.candidates(shape)?;
+    let n = candidates.len();
+    let full = |what: &'static str| OutOfMemory { what, held: 0 };
+    space
+        .candidates
+        .try_reserve_exact(n)
+        .map_err(|_| full("search candidates"))?;
     let mut keys = Vec::new();
-    for (compile, run) in spec.candidates(shape) {
+    keys.try_reserve_exact(n)
+        .map_err(|_| full("candidate keys"))?;
+    for (compile, run) in candidates {
         let chained = compile.chain(&run);
         space.candidates.push(
             defs.iter()
@@ -74,7 +87,7 @@ fn space_of(spec: &TuningSpec, shape: &shoal_model::Params) -> (Space, Vec<Strin
         );
         keys.push(candidate_key(&compile, &run));
     }
-    (space, keys)
+    Ok((space, keys))
 }
 
 /// What a finished job tells its search: its time, or `None` for a failure.
@@ -101,7 +114,15 @@ impl SessionSearch {
             if !rows.iter().any(|r| r.state == JobState::Held) {
                 continue;
             }
-            let (space, keys) = space_of(spec, &rows[0].config_params);
+            let (space, keys) = match space_of(spec, &rows[0].config_params) {
+                Ok(space) => space,
+                Err(e) => {
+                    // Its jobs stay held: a host with more memory can drive its search.
+                    tracing::error!(shape = %rows[0].config_params, error = %e,
+                        "a shape's search cannot be driven");
+                    continue;
+                }
+            };
             let position: HashMap<&str, usize> = keys
                 .iter()
                 .enumerate()

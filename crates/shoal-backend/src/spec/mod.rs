@@ -116,7 +116,10 @@
 //! and each shapes CSV at most 16 MiB, each source at most 64 MiB, all of them regular files;
 //! and the candidate space (the product of every parameter's value count, times the shapes) is
 //! counted before any of it is built and refused above `max_candidates` (default 1,000,000;
-//! `shoal tune`/`shoal check --max-candidates N` raise it).
+//! `shoal tune`/`shoal check --max-candidates N` raise it), and above
+//! [`MAX_CANDIDATES_CEILING`] whatever the limit: a list that big is past any host's memory.
+//! Below it a list that memory cannot hold is an error ([`OutOfMemory`]), not an abort: every
+//! list of candidates is grown with `try_reserve`, and combinations are made one at a time.
 
 mod check;
 mod commands;
@@ -356,6 +359,79 @@ pub struct Rule {
 /// The default of [`Limits::max_candidates`].
 pub const DEFAULT_MAX_CANDIDATES: u64 = 1_000_000;
 
+/// The most candidates a spec may produce whatever [`Limits::max_candidates`] says, and the
+/// largest `--max-candidates` accepted. Each candidate takes about half a KiB while a spec is
+/// checked or loaded (measured: `shoal check` on 10^6 candidates of four parameters peaks at
+/// 540 MB), so 10^8 is some 50 GB: no host holds much more, and a limit above it would only
+/// turn a clear refusal into a failed allocation.
+pub const MAX_CANDIDATES_CEILING: u64 = 100_000_000;
+
+/// A list of candidates that memory could not hold: the allocation failed, and building the
+/// list stopped with this instead of aborting the process.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the candidates do not fit in memory: growing a list of {held} {what} failed; narrow the \
+     spec's parameters or shapes (or lower --max-candidates, to have it refused up front)"
+)]
+pub struct OutOfMemory {
+    /// What was being listed (`candidates`, `compile sets`).
+    pub what: &'static str,
+    /// How many the list held when it could not grow.
+    pub held: usize,
+}
+
+/// `out.push(item)`, where each item also owns about `item_bytes` (its own size included) on
+/// the heap, with memory that cannot be had returned as an error instead of aborting. Before
+/// the list grows, what the grown list's new items will need is asked of the allocator in one
+/// piece and given back untouched (a probe: it costs an `mmap` and a `munmap`, no memory), so
+/// that an address-space limit (`ulimit -v`) or the kernel's refusal of an allocation past
+/// RAM and swap stops the listing here, not in one of the small allocations that follow, which
+/// would abort. Memory used up by others meanwhile can still end the process (the OOM killer);
+/// [`MAX_CANDIDATES_CEILING`] keeps the lists far from that on a host of ordinary size.
+fn try_push<T>(
+    out: &mut Vec<T>,
+    item: T,
+    item_bytes: usize,
+    what: &'static str,
+) -> Result<(), OutOfMemory> {
+    if out.len() == out.capacity() {
+        let held = out.len();
+        let full = || OutOfMemory { what, held };
+        // Vec doubles (from 4 items); the probe asks for the items still to come.
+        let grown = out.capacity().max(2).saturating_mul(2);
+        let bytes = (grown - held).saturating_mul(item_bytes);
+        let mut probe = Vec::<u8>::new();
+        probe.try_reserve_exact(bytes).map_err(|_| full())?;
+        drop(probe);
+        out.try_reserve(1).map_err(|_| full())?;
+    }
+    out.push(item);
+    Ok(())
+}
+
+/// What glibc's malloc takes for `n` bytes: a 16-byte aligned chunk with an 8-byte header, at
+/// least 32 bytes; nothing for nothing.
+fn heap_bytes(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        n.saturating_add(8).max(32).next_multiple_of(16)
+    }
+}
+
+/// About what one set of `defs`' values takes, its `Params` included: a `Vec` of name and value
+/// strings, the longest value of each counted.
+fn params_bytes(defs: &[ParamDef]) -> usize {
+    let pair = std::mem::size_of::<(String, String)>();
+    defs.iter().fold(
+        std::mem::size_of::<Params>() + heap_bytes(defs.len() * pair),
+        |n, d| {
+            let longest = d.values.iter().map(String::len).max().unwrap_or(0);
+            n + heap_bytes(d.name.len()) + heap_bytes(longest)
+        },
+    )
+}
+
 /// How much work and memory loading a spec may take. A spec may come from anyone, and
 /// `{ range = [1, 100000] }` in a few parameters is a space no machine can enumerate: the
 /// space is counted first, and the files are read only if they are regular and small enough.
@@ -404,21 +480,48 @@ pub fn parse_with(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec
     validate::parse(text, path, limits)
 }
 
-/// Every combination of `defs`' values, in order (the last parameter varies fastest).
-fn product(defs: &[ParamDef]) -> Vec<Params> {
-    let mut out = vec![Params::new()];
-    for def in defs {
-        let mut next = Vec::with_capacity(out.len() * def.values.len());
-        for p in &out {
-            for v in &def.values {
-                let mut q = p.clone();
-                q.push(def.name.clone(), v.clone());
-                next.push(q);
+/// Every combination of `defs`' values, in order (the last parameter varies fastest), made one
+/// at a time: nothing is allocated but the combination handed out.
+fn combinations(defs: &[ParamDef]) -> Combinations<'_> {
+    let next = (!defs.iter().any(|d| d.values.is_empty())).then(|| vec![0; defs.len()]);
+    Combinations { defs, next }
+}
+
+/// The iterator of [`combinations`]: an odometer over the value indices.
+struct Combinations<'a> {
+    defs: &'a [ParamDef],
+    /// The indices of the next combination; `None` once every one was handed out.
+    next: Option<Vec<usize>>,
+}
+
+impl Iterator for Combinations<'_> {
+    type Item = Params;
+
+    fn next(&mut self) -> Option<Params> {
+        let at = self.next.as_mut()?;
+        let params = Params(
+            self.defs
+                .iter()
+                .zip(at.iter())
+                .map(|(d, &i)| (d.name.clone(), d.values[i].clone()))
+                .collect(),
+        );
+        // Advance the last index, carrying leftwards; past the first, the end.
+        let mut k = self.defs.len();
+        loop {
+            if k == 0 {
+                self.next = None;
+                break;
             }
+            k -= 1;
+            at[k] += 1;
+            if at[k] < self.defs[k].values.len() {
+                break;
+            }
+            at[k] = 0;
         }
-        out = next;
+        Some(params)
     }
-    out
 }
 
 impl TuningSpec {
@@ -438,17 +541,22 @@ impl TuningSpec {
 
     /// The (compile, run) parameter sets to try on `shape`: the cartesian product in spec
     /// order, filtered by the rules.
-    pub fn candidates(&self, shape: &Params) -> Vec<(Params, Params)> {
-        let runs = product(&self.run_params);
+    ///
+    /// The lists are grown through [`try_push`]: one that memory cannot hold is an
+    /// [`OutOfMemory`] error, not an abort.
+    pub fn candidates(&self, shape: &Params) -> Result<Vec<(Params, Params)>, OutOfMemory> {
+        let pair_bytes = params_bytes(&self.compile_params) + params_bytes(&self.run_params);
+        let runs = self.run_sets()?;
         let mut out = Vec::new();
-        for compile in product(&self.compile_params) {
+        for compile in combinations(&self.compile_params) {
             for run in &runs {
                 if self.allows(shape, &compile, run) {
-                    out.push((compile.clone(), run.clone()));
+                    let pair = (compile.clone(), run.clone());
+                    try_push(&mut out, pair, pair_bytes, "candidates")?;
                 }
             }
         }
-        out
+        Ok(out)
     }
 
     /// How many (compile, run) combinations the parameters make per shape before the rules cut
@@ -460,25 +568,43 @@ impl TuningSpec {
             .fold(1usize, |n, def| n.saturating_mul(def.values.len()))
     }
 
-    /// Whether the rules leave at least one candidate for `shape`.
+    /// Every run set, in order.
+    fn run_sets(&self) -> Result<Vec<Params>, OutOfMemory> {
+        let bytes = params_bytes(&self.run_params);
+        let mut runs = Vec::new();
+        for run in combinations(&self.run_params) {
+            try_push(&mut runs, run, bytes, "run sets")?;
+        }
+        Ok(runs)
+    }
+
+    /// Whether the rules leave at least one candidate for `shape`. The run sets are listed once
+    /// where memory allows, else made again for each compile set: nothing else is kept.
     pub fn has_candidate(&self, shape: &Params) -> bool {
-        let runs = product(&self.run_params);
-        product(&self.compile_params)
-            .iter()
-            .any(|compile| runs.iter().any(|run| self.allows(shape, compile, run)))
+        match self.run_sets() {
+            Ok(runs) => combinations(&self.compile_params)
+                .any(|compile| runs.iter().any(|run| self.allows(shape, &compile, run))),
+            Err(_) => combinations(&self.compile_params).any(|c| self.has_run(shape, &c)),
+        }
+    }
+
+    /// Whether some run set goes with `compile` on `shape`.
+    fn has_run(&self, shape: &Params, compile: &Params) -> bool {
+        combinations(&self.run_params).any(|run| self.allows(shape, compile, &run))
     }
 
     /// The distinct compile sets that are valid for at least one shape, in enumeration order.
-    pub fn compile_sets(&self) -> Vec<Params> {
-        let runs = product(&self.run_params);
-        product(&self.compile_params)
-            .into_iter()
-            .filter(|compile| {
-                self.shapes
-                    .iter()
-                    .any(|shape| runs.iter().any(|run| self.allows(shape, compile, run)))
-            })
-            .collect()
+    pub fn compile_sets(&self) -> Result<Vec<Params>, OutOfMemory> {
+        let bytes = params_bytes(&self.compile_params);
+        let runs = self.run_sets()?;
+        let mut out = Vec::new();
+        for compile in combinations(&self.compile_params) {
+            let valid = |shape| runs.iter().any(|run| self.allows(shape, &compile, run));
+            if self.shapes.iter().any(valid) {
+                try_push(&mut out, compile, bytes, "compile sets")?;
+            }
+        }
+        Ok(out)
     }
 
     /// The content address of the artifact built from `compile`: hex sha256 over the build

@@ -45,6 +45,7 @@ fn the_recorded_configurations_are_the_candidates() {
     let shape = &spec.shapes[0];
     let candidates: Vec<String> = spec
         .candidates(shape)
+        .unwrap()
         .into_iter()
         .map(|(c, _)| c.key())
         .collect();

@@ -1,6 +1,7 @@
 //! The candidate space of a spec: its parameters checked and counted before any value list
-//! is built, and refused above [`Limits::max_candidates`], so that a spec of a few lines
-//! cannot make the loader enumerate more combinations than memory or time allows.
+//! is built, and refused above [`Limits::max_candidates`] (and above
+//! [`MAX_CANDIDATES_CEILING`] whatever that limit is), so that a spec of a few lines cannot make
+//! the loader enumerate more combinations than memory or time allows.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -8,7 +9,7 @@ use std::ops::Range;
 use super::error::{Ctx, SpecError};
 use super::raw::{self, check_value, in_file_order, SpannedTable, ValueSet};
 use super::validate::{check_name, Origin};
-use super::{Limits, ParamDef};
+use super::{Limits, ParamDef, MAX_CANDIDATES_CEILING};
 
 /// One parameter as written: its name checked, its values checked but not expanded yet.
 pub(super) struct Planned {
@@ -72,7 +73,8 @@ pub(super) fn check_space(
         None => per_shape,
         Some(s) => per_shape.and_then(|n| n.checked_mul(s as u128)),
     };
-    if matches!(total, Some(n) if n <= u128::from(limits.max_candidates)) {
+    let limit = limits.max_candidates.min(MAX_CANDIDATES_CEILING);
+    if matches!(total, Some(n) if n <= u128::from(limit)) {
         return Ok(());
     }
     let how = match shapes {
@@ -89,15 +91,20 @@ pub(super) fn check_space(
             shown(run)
         ),
     };
-    Err(ctx.field(
-        "params",
+    let message = if limits.max_candidates >= MAX_CANDIDATES_CEILING {
         format!(
-            "the spec would produce {how} before its rules apply, more than the limit of {}; \
-             narrow the parameters, or raise the limit with `--max-candidates N` \
-             (shoal tune, shoal check)",
-            limits.max_candidates
-        ),
-    ))
+            "the spec would produce {how} before its rules apply, more than the {limit} any \
+             limit allows (`--max-candidates` cannot go above it: a list that long is past the \
+             memory of any host); narrow the parameters or the shapes"
+        )
+    } else {
+        format!(
+            "the spec would produce {how} before its rules apply, more than the limit of \
+             {limit}; narrow the parameters, or raise the limit with `--max-candidates N` \
+             (shoal tune, shoal check; at most {MAX_CANDIDATES_CEILING})"
+        )
+    };
+    Err(ctx.field("params", message))
 }
 
 /// Expands checked parameters into their values (after [`check_space`] bounded them).

@@ -118,16 +118,16 @@ fn candidates_follow_the_rules() {
     let spec = spec.unwrap();
     // Shape 0: K=64, BK in {16, 32} divides it, 48 does not. BM*BN <= 4096: (32,32),(32,64)
     // (32,128),(64,32),(64,64). 5 tiles * 2 BK * 2 SPLIT = 20.
-    let c0 = spec.candidates(&spec.shapes[0]);
+    let c0 = spec.candidates(&spec.shapes[0]).unwrap();
     assert_eq!(c0.len(), 20);
     assert_eq!(c0[0].0.key(), "BM=32,BN=32,BK=16");
     assert_eq!(c0[0].1.key(), "SPLIT=1");
     assert_eq!(c0[1].1.key(), "SPLIT=2");
     assert!(c0.iter().all(|(c, _)| c.get("BK") != Some("48")));
     // Shape 1: K=96, BK in {16, 32, 48} all divide it.
-    assert_eq!(spec.candidates(&spec.shapes[1]).len(), 30);
+    assert_eq!(spec.candidates(&spec.shapes[1]).unwrap().len(), 30);
     // Distinct compile sets over all shapes: 5 tiles * 3 BK.
-    let sets = spec.compile_sets();
+    let sets = spec.compile_sets().unwrap();
     assert_eq!(sets.len(), 15);
     assert!(sets.iter().all(|s| s.get("SPLIT").is_none()));
 }
@@ -397,8 +397,8 @@ fn rules_leaving_no_candidate_warn() {
     let spec = spec.unwrap();
     assert_eq!(spec.warnings.len(), 1, "{:?}", spec.warnings);
     assert!(spec.warnings[0].contains("1 of 2 shapes: M=64,N=64,K=64"));
-    assert!(spec.candidates(&spec.shapes[0]).is_empty());
-    assert_eq!(spec.compile_sets().len(), 15);
+    assert!(spec.candidates(&spec.shapes[0]).unwrap().is_empty());
+    assert_eq!(spec.compile_sets().unwrap().len(), 15);
 }
 
 #[test]
@@ -423,10 +423,10 @@ fn parse_without_files_needs_no_sources() {
     let text = "name = \"t\"\n[build]\ncommand = \"cc -o {out} x.c\"\n[run]\ncommand = \"{artifact}\"\n[[shapes]]\nN = 1\n";
     let spec = parse(text, Path::new("/nonexistent/dir/spec.toml")).unwrap();
     assert_eq!(
-        spec.candidates(&spec.shapes[0]),
+        spec.candidates(&spec.shapes[0]).unwrap(),
         vec![(Params::new(), Params::new())]
     );
-    assert_eq!(spec.compile_sets(), vec![Params::new()]);
+    assert_eq!(spec.compile_sets().unwrap(), vec![Params::new()]);
     assert_eq!(spec.run.repeat, 1);
     assert_eq!(spec.run.statistic, Statistic::Median);
     assert_eq!(spec.build.timeout, Duration::from_secs(120));

@@ -63,7 +63,8 @@ pub fn work_queue_args(
 }
 
 /// The arguments of the dead-letter queue: a durable quorum queue with no delivery limit and no
-/// dead-lettering of its own, so nothing in it is ever dropped.
+/// dead-lettering of its own. Its length and age bound is a broker policy, not an argument
+/// (`<ns>-dead-bound`, set by `scripts/services-up`), so that it can change without redeclaring.
 pub fn dead_letter_queue_args() -> FieldTable {
     let mut args = FieldTable::default();
     args.insert("x-queue-type".into(), long("quorum"));

@@ -365,6 +365,8 @@ impl Shared {
     }
 
     /// Publishes `payloads` in order and returns once the broker has confirmed every one.
+    /// A message the broker refuses outright (406, e.g. one larger than its
+    /// `max_message_size`) fails the publish at once, with the broker's reason.
     ///
     /// Every frame of the batch is queued before any confirm is awaited, so a batch costs one
     /// round trip, not one per message. If the connection drops, the messages not confirmed are
@@ -410,6 +412,14 @@ impl Shared {
                             self.options.publish_retry_for
                         ),
                     ))
+                }
+                // 406 PRECONDITION_FAILED on the publisher channel is the broker refusing the
+                // message itself (past its `max_message_size`): sending it again gets the same.
+                Attempt::Lost(_, error) if amqp_code(&error) == Some(406) => {
+                    return Err(backend(
+                        context(),
+                        format!("the broker refused the message: {error}"),
+                    ));
                 }
                 Attempt::Lost(lost, error) => {
                     self.check_open()?;

@@ -6,8 +6,12 @@
 //!   declared by [`Bus::declare_queue`], with `x-delivery-limit`, dead-lettering through the
 //!   direct exchange `<ns>.dlx` to `<ns>.dead` (`x-dead-letter-strategy = at-least-once`,
 //!   `x-overflow = reject-publish`). See [`headers::work_queue_args`] for why each is set.
-//! - `<ns>.dead`: the dead-letter queue, a durable quorum queue with no limit; it exists from
-//!   [`RabbitBus::connect`] on, and declaring it again changes nothing.
+//! - `<ns>.dead`: the dead-letter queue, a durable quorum queue whose arguments set no limit; it
+//!   exists from [`RabbitBus::connect`] on, and declaring it again changes nothing. Its bound
+//!   is the broker's policy `<ns>-dead-bound` (`scripts/services-up`: at most
+//!   `SHOAL_DEAD_MAX_LENGTH` messages, none older than `SHOAL_DEAD_MAX_AGE_S`, the oldest dropped
+//!   first), so that operators change it without redeclaring the queue; `shoal dead-letters`
+//!   reports how full it is.
 //! - `<ns>.events` and `<ns>.control`: durable topic exchanges. A subscriber gets an exclusive,
 //!   auto-deleted queue of its own bound with its pattern, bounded like the in-process bus's
 //!   subscriber buffer (`x-max-length`, dropping the oldest).
