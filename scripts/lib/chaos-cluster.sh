@@ -196,6 +196,19 @@ fault() {
         else
             fault_log "hostile: shoal bench hostile failed; see $CHAOS_W/logs/hostile.log"
         fi
+        # An eval host turned hostile: its own broker user and the deployment's key.
+        if out=$(
+            set -a
+            # shellcheck disable=SC1090 # the insider's settings, written by own_role_env
+            . "$(own_role_env fx eval.insider "${broker_pw[eval.insider]}" "${db_pw[eval]}")"
+            set +a
+            RUST_LOG=warn "$SHOAL" bench hostile --insider --marker "$CHAOS_W/pwned" \
+                --export-to "$CHAOS_W/forged-export" 2>>"$CHAOS_W/logs/hostile.log"
+        ); then
+            fault_log "$out"
+        else
+            fault_log "hostile: shoal bench hostile --insider failed; see $CHAOS_W/logs/hostile.log"
+        fi
         ;;
     *) die "chaos: unknown fault $1" ;;
     esac

@@ -124,8 +124,9 @@ own_json_str() { # STRING: as a JSON string (the regexes carry backslashes)
 }
 
 # own_rabbit_setup PASSWORDS_VAR: the node's config and definitions. PASSWORDS_VAR names an
-# associative array role -> broker password; every role user gets its permissions on every run's
-# vhost, for the namespace `chaos`, whose dead-letter queue gets services-up's bound; the node
+# associative array user -> broker password, a user being a role (`eval`: the broker user
+# shoal_eval, shared by every host of the role) or a role and a host (`eval.e1`: shoal_eval.e1,
+# the identity of host e1 alone); every user gets its role's permissions on every run's vhost, for the namespace `chaos`, whose dead-letter queue gets services-up's bound; the node
 # refuses messages past Shoal's decoder limit (max_message_size).
 own_rabbit_setup() {
     local -n pws=$1
@@ -158,7 +159,7 @@ own_rabbit_setup() {
             sep=", "
             [ "$run" != / ] || continue
             for role in "${!pws[@]}"; do
-                IFS=$'\t' read -r conf write read < <(shoal_role_broker_perms "$role" chaos)
+                IFS=$'\t' read -r conf write read < <(shoal_role_broker_perms "${role%%.*}" chaos)
                 printf ', {"user": "shoal_%s", "vhost": "%s", "configure": %s, "write": %s, "read": %s}' \
                     "$role" "$run" "$(own_json_str "$conf")" "$(own_json_str "$write")" "$(own_json_str "$read")"
             done
@@ -289,8 +290,9 @@ own_database() {
         die "own-services: migrating database chaos_$1 failed"
 }
 
-# own_role_env RUN ROLE PASSWORD_BROKER PASSWORD_DB [ADDR]: writes the role's settings for run RUN,
-# reaching the servers at ADDR (default 127.0.0.1), mode 600; prints the file's path.
+# own_role_env RUN USER PASSWORD_BROKER PASSWORD_DB [ADDR]: writes the settings of USER (a role,
+# or ROLE.HOST: that host's broker user, with the role's database user) for run RUN, reaching
+# the servers at ADDR (default 127.0.0.1), mode 600; prints the file's path.
 own_role_env() {
     local run=$1 role=$2 addr=${5:-127.0.0.1} file
     file=$OWN_DIR/env/$run-$role${5:+-$5}.env
@@ -298,7 +300,7 @@ own_role_env() {
         umask 077
         {
             printf 'SHOAL_BROKER=amqp://shoal_%s:%s@%s:%s/%s\n' "$role" "$3" "$addr" "$OWN_AMQP_PORT" "$run"
-            printf 'SHOAL_DB=mysql://shoal_%s:%s@%s:%s/chaos_%s\n' "$role" "$4" "$addr" "$OWN_MYSQL_PORT" "$run"
+            printf 'SHOAL_DB=mysql://shoal_%s:%s@%s:%s/chaos_%s\n' "${role%%.*}" "$4" "$addr" "$OWN_MYSQL_PORT" "$run"
             printf 'SHOAL_NAMESPACE=chaos\nSHOAL_HMAC_KEY_FILE=%s/hmac.key\n' "$OWN_DIR"
         } >"$file"
     )

@@ -140,7 +140,7 @@ async fn compile_loop(
             _ = stop.triggered() => {
                 // The build's child group is killed as its future drops. Hand the jobs back.
                 let reason = format!("{} shut down during the build", cfg.worker);
-                crate::hand_back(&*cfg.bus, req.session, Phase::Compile, &req.jobs, reason).await?;
+                crate::hand_back(&*cfg.bus, req.session, Phase::Compile, &req.jobs, reason, &cfg.worker).await?;
                 delivery.ack().await?;
                 return Ok(());
             }
@@ -157,7 +157,15 @@ async fn compile_loop(
         if let Err((_, detail)) = &result {
             if shoal_backend::failure::host_cannot_write(detail) {
                 let reason = format!("{} cannot write its disk (full or read-only)", cfg.worker);
-                crate::hand_back(&*cfg.bus, req.session, Phase::Compile, &req.jobs, reason).await?;
+                crate::hand_back(
+                    &*cfg.bus,
+                    req.session,
+                    Phase::Compile,
+                    &req.jobs,
+                    reason,
+                    &cfg.worker,
+                )
+                .await?;
                 delivery.ack().await?;
                 return Err(ActorError::Other(format!(
                     "this host cannot write its disk (full or read-only): {}",

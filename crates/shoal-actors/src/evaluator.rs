@@ -264,7 +264,7 @@ async fn eval_requests(
             }
             _ = stop.triggered() => {
                 let reason = format!("{} shut down during the evaluation", cfg.worker);
-                crate::hand_back(&*cfg.bus, req.session, Phase::Eval, &refs, reason).await?;
+                crate::hand_back(&*cfg.bus, req.session, Phase::Eval, &refs, reason, &cfg.worker).await?;
                 delivery.ack().await?;
                 return Ok(());
             }
@@ -273,7 +273,15 @@ async fn eval_requests(
         // items back uncounted and fail the loop, as the Compiler does.
         if let Some(detail) = cannot_write(&outcomes) {
             let reason = format!("{} cannot write its disk (full or read-only)", cfg.worker);
-            crate::hand_back(&*cfg.bus, req.session, Phase::Eval, &refs, reason).await?;
+            crate::hand_back(
+                &*cfg.bus,
+                req.session,
+                Phase::Eval,
+                &refs,
+                reason,
+                &cfg.worker,
+            )
+            .await?;
             delivery.ack().await?;
             return Err(ActorError::Other(format!(
                 "this host cannot write its disk (full or read-only): {detail}"

@@ -73,6 +73,7 @@ pub(crate) async fn hand_back(
     phase: shoal_model::message::Phase,
     jobs: &[shoal_model::JobRef],
     reason: String,
+    worker: &str,
 ) -> Result<(), ActorError> {
     let back = shoal_model::message::ReplyBody::HandedBack {
         session,
@@ -80,6 +81,7 @@ pub(crate) async fn hand_back(
         jobs: jobs.to_vec(),
         reason,
         count_retry: false,
+        worker: worker.to_string(),
     };
     let results = bus.namespace().results_queue();
     publish(bus, &results, &shoal_model::Message::Reply(back)).await

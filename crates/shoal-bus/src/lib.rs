@@ -260,6 +260,13 @@ pub trait Bus: Send + Sync + 'static {
     /// consumed is verified with it before it is decoded.
     fn codec(&self) -> &Codec;
 
+    /// Who this bus publishes as: the broker user its connection authenticated as, which every
+    /// message it publishes carries and every consumer sees as [`Delivery::publisher`]; for the
+    /// in-process bus, the process itself (`shoal_model::identity::IN_PROCESS_USER`).
+    fn publisher(&self) -> &str {
+        shoal_model::identity::IN_PROCESS_USER
+    }
+
     /// Declares a queue (idempotent). Names come from [`Namespace`]. The namespace's dead-letter
     /// queue always exists; declaring it changes nothing.
     async fn declare_queue(&self, name: &str, options: &QueueOptions) -> Result<()>;

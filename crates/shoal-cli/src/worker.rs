@@ -95,6 +95,11 @@ pub struct WorkerArgs {
     /// request (`shoal export --cluster -o NAME`) names a directory inside it.
     #[arg(long)]
     pub export_dir: Option<PathBuf>,
+    /// The name of this host (default: the machine's hostname), in the worker's name on every
+    /// reply, its presence record and the routing of control orders (`shoal control … --host`).
+    /// A host's own broker user (`shoal_eval.<host>`) speaks for that name only.
+    #[arg(long, value_parser = host_name)]
+    pub host: Option<String>,
     /// Seconds to wait at start-up for a broker or database that cannot be reached (refused,
     /// reset, restarting) before exiting non-zero. A worker that systemd restarts while the
     /// broker or the database restarts then starts with them instead of failing again; a
@@ -160,7 +165,12 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         Some(n) => shoal_gpu::simulated(n),
         None => crate::host::devices_limited(args.devices.map(|n| n as usize)),
     };
-    let host = crate::run::hostname();
+    let host = args.host.clone().unwrap_or_else(crate::run::hostname);
+    if let Some(why) = shoal_model::identity::Identity::of_user(bus.publisher())
+        .misfit(&host, &identity_roles(roles))
+    {
+        anyhow::bail!("{why}");
+    }
     let presence = Presence::start(
         store.clone(),
         presence::Identity {
@@ -288,6 +298,20 @@ fn connection_settings(args: &WorkerArgs) -> anyhow::Result<Settings> {
     Ok(settings)
 }
 
+/// The roles of the messages this process sends (the GpuMonitor's are the eval role's).
+fn identity_roles(roles: Roles) -> Vec<shoal_model::identity::Role> {
+    use shoal_model::identity::Role as R;
+    [
+        (roles.scheduler, R::Scheduler),
+        (roles.compile, R::Compile),
+        (roles.eval || roles.monitor, R::Eval),
+        (roles.exporter, R::Exporter),
+    ]
+    .into_iter()
+    .filter_map(|(on, r)| on.then_some(r))
+    .collect()
+}
+
 /// The roles this process runs; `all` stands for every one.
 fn roles(role: &[Role]) -> Roles {
     let all = role.contains(&Role::All);
@@ -374,4 +398,13 @@ fn work_dirs(args: &WorkerArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
         .clone()
         .unwrap_or_else(|| work_dir.join("exports"));
     Ok((work_dir, export_dir))
+}
+
+/// `--host`: a name without `/`, `:`, `.` or spaces (it is a word of routing keys and of
+/// worker names).
+fn host_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains(['/', ':', '.', ' ', '\t', '#', '*']) {
+        return Err("a host name of letters, digits, `-` and `_`".into());
+    }
+    Ok(s.to_string())
 }

@@ -152,6 +152,31 @@ impl Identity {
         publisher.map(Identity::of_user).ok_or(Refusal::Anonymous)
     }
 
+    /// Why a process of `host` running `roles` cannot publish as this identity, if it cannot:
+    /// every message of a role it is not would be refused, so a worker checks at start.
+    pub fn misfit(&self, host: &str, roles: &[Role]) -> Option<String> {
+        if self.role == Role::Admin {
+            return None;
+        }
+        if let Some(bad) = roles.iter().find(|r| **r != self.role) {
+            return Some(format!(
+                "the broker user {} is the {} role's, and this process runs the {} role: give \
+                 each role its own process and user",
+                self.user,
+                self.role.name(),
+                bad.name()
+            ));
+        }
+        match &self.host {
+            Some(h) if h != host => Some(format!(
+                "the broker user {} speaks for host {h}, and this process is host {host} \
+                 (--host, else the machine's hostname)",
+                self.user
+            )),
+            _ => None,
+        }
+    }
+
     /// Whether this sender may send `msg`: its role's messages only, and for a host's identity,
     /// only about its own host.
     pub fn may_send(&self, msg: &Message) -> Result<(), Refusal> {
@@ -208,13 +233,16 @@ fn reply_phase(r: &ReplyBody) -> Phase {
 fn named_host(msg: &Message) -> Option<&str> {
     let worker = match msg {
         Message::Reply(ReplyBody::Started { worker, .. })
-        | Message::Reply(ReplyBody::Heartbeat { worker, .. }) => worker,
+        | Message::Reply(ReplyBody::Heartbeat { worker, .. })
+        | Message::Reply(ReplyBody::HandedBack { worker, .. }) => worker,
         Message::Reply(ReplyBody::Compiled(c)) => &c.worker,
         Message::Reply(ReplyBody::Evaluated(e)) => &e.worker,
-        Message::Event(Event::Health(h)) => return Some(&h.host),
+        Message::Event(Event::Health(h)) => &h.host,
         _ => return None,
     };
-    Some(worker.split_once('/').map_or(worker.as_str(), |(h, _)| h))
+    // `<host>:<pid>/<actor>`, or `<host>/<actor>`.
+    let host = worker.split_once('/').map_or(worker.as_str(), |(h, _)| h);
+    Some(host.split_once(':').map_or(host, |(h, _)| h))
 }
 
 /// A message's kind, for refusals.
@@ -317,6 +345,23 @@ mod tests {
         assert_eq!(err, "shoal_eval (eval) may not send control orders (Drain)");
         let admin = Identity::of_user("shoal");
         assert!(ok(&admin, &drain) && ok(&admin, &started(Phase::Eval, "x")));
+    }
+
+    #[test]
+    fn a_process_must_fit_its_user() {
+        let id = Identity::of_user("shoal_eval.gpu07");
+        assert_eq!(id.misfit("gpu07", &[Role::Eval]), None);
+        assert!(id
+            .misfit("gpu08", &[Role::Eval])
+            .unwrap()
+            .contains("host gpu07"));
+        assert!(id.misfit("gpu07", &[Role::Eval, Role::Compile]).is_some());
+        assert_eq!(
+            Identity::of_user("shoal").misfit("x", &[Role::Scheduler]),
+            None
+        );
+        let started = started(Phase::Eval, "gpu07:4242/evaluator[0]");
+        assert!(id.may_send(&started).is_ok(), "a worker name with its pid");
     }
 
     #[test]

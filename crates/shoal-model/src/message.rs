@@ -127,6 +127,8 @@ pub enum ReplyBody {
         /// Whether the hand-back counts against the retry bound (a sick GPU does, a drain
         /// does not).
         count_retry: bool,
+        /// The worker giving them back: only the lease holder may.
+        worker: String,
     },
 }
 

@@ -170,6 +170,7 @@ fn samples() -> Vec<Message> {
             jobs: vec![job(2, 4)],
             reason: "draining".into(),
             count_retry: false,
+            worker: "host-b:3".into(),
         }),
         Message::Event(Event::Health(DeviceHealth {
             host: "host-b".into(),

@@ -214,6 +214,12 @@ impl Inner {
             .await
         {
             Ok(leases) => {
+                // The holders of work started before this Scheduler's state, before any reply
+                // of the session is sifted (`in_flight_of` restores them once per session).
+                self.retry_store(stop, "lease holders", || async {
+                    self.in_flight_of(session).await.map(|_| ())
+                })
+                .await?;
                 // What the items of this step take on a device sizes the next requests.
                 if let ReplyBody::Evaluated(e) = &reply {
                     self.shape

@@ -72,7 +72,10 @@ pub fn check_reply(reply: &ReplyBody) -> Result<(), String> {
             some_jobs(jobs)?;
             name("worker", worker)
         }
-        ReplyBody::HandedBack { jobs, .. } => some_jobs(jobs),
+        ReplyBody::HandedBack { jobs, worker, .. } => {
+            some_jobs(jobs)?;
+            name("worker", worker)
+        }
         ReplyBody::Heartbeat { jobs, worker, .. } => {
             some_jobs(jobs)?;
             name("worker", worker)
@@ -134,11 +137,16 @@ pub fn plan_reply(reply: &ReplyBody, leases: Leases, now_ms: i64) -> Plan {
             jobs,
             reason,
             count_retry,
+            worker,
             ..
         } => {
             for r in jobs {
+                // The worker rides along: only the lease holder's hand-back applies.
                 plan.changes
-                    .extend(hand_back(*phase, *r, reason, *count_retry));
+                    .extend(hand_back(*phase, *r, reason, *count_retry).map(|mut c| {
+                        c.transition.worker = Some(worker.clone());
+                        c
+                    }));
             }
         }
         // Not a state change: see `renewals`.

@@ -72,9 +72,10 @@ pub(crate) struct Holder {
 }
 
 impl Holder {
-    /// Whether a reply of `worker` from `publisher` may speak for this lease.
+    /// Whether a reply of `worker` from `publisher` may speak for this lease. A holder read
+    /// back from the store after a restart has no known sender: its worker name decides.
     pub(crate) fn admits(&self, worker: Option<&str>, publisher: &str) -> bool {
-        publisher == self.publisher
+        (self.publisher.is_empty() || publisher == self.publisher)
             && match (worker, self.worker.as_deref()) {
                 (Some(w), Some(h)) => w == h,
                 _ => true,
@@ -148,6 +149,17 @@ impl<T: Publisher> StartedNotices<T> {
         self.holders
             .get(&(job, attempt))
             .and_then(|h| h.worker.as_deref())
+    }
+
+    /// A lease holder read from the store (a job started before this Scheduler's state was
+    /// built: the worker its row names), unless one is known already.
+    pub(crate) fn restore(&mut self, job: JobId, attempt: u32, worker: String) {
+        if self.holders.len() < MAX_HOLDERS {
+            self.holders.entry((job, attempt)).or_insert(Holder {
+                worker: Some(worker),
+                publisher: String::new(),
+            });
+        }
     }
 
     /// Whether `publisher` (for `worker`) may renew the lease of a job's attempt: it holds it,

@@ -289,6 +289,10 @@ impl Bus for RabbitBus {
         &self.shared.ns
     }
 
+    fn publisher(&self) -> &str {
+        &self.shared.user
+    }
+
     fn codec(&self) -> &shoal_model::envelope::Codec {
         &self.shared.options.codec
     }

@@ -64,7 +64,14 @@ pub struct HostileArgs {
     /// Random garbage messages per queue.
     #[arg(long, default_value_t = 8)]
     pub garbage: usize,
+    /// Act as an insider instead ([`insider`]): a host of the cluster with the deployment's key
+    /// and its own broker user (SHOAL_BROKER, an eval host's), sending, correctly signed, what
+    /// its role may not send and what speaks for other workers.
+    #[arg(long, conflicts_with = "signed")]
+    pub insider: bool,
 }
+
+mod insider;
 
 /// Jobs to name in forgeries, read off the store: real ids at their current attempts.
 struct Targets {
@@ -255,6 +262,7 @@ fn eval_request(t: &Targets, marker: &std::path::Path) -> Message {
 }
 
 /// Where a message goes: a queue, or the control topic, to an actor of every host.
+#[derive(Clone)]
 enum To {
     Queue(String),
     Control(Actor),
@@ -272,6 +280,9 @@ struct Queues {
 }
 
 pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
+    if args.insider {
+        return insider::run(&args).await;
+    }
     let settings = crate::connect::Settings::load(None)?;
     let url = settings
         .broker
@@ -369,6 +380,7 @@ fn forged(t: &Targets, queues: &Queues, args: &HostileArgs) -> Vec<(To, Message)
                 jobs: t.eval.clone(),
                 reason: FORGED_DETAIL.into(),
                 count_retry: true,
+                worker: FORGED_WORKER.into(),
             }),
         ),
         (
