@@ -41,22 +41,30 @@ async fn held(settings: &crate::connect::Settings) -> anyhow::Result<Held> {
         .into_iter()
         .max_by_key(|s| s.id.0)
         .context("shoal bench hostile --insider: no session to forge messages about")?;
-    let mut out = Held {
-        session: session.id,
-        eval: Vec::new(),
-        compile: Vec::new(),
-    };
-    for (state, list) in [
-        (JobState::Evaluating, &mut out.eval),
-        (JobState::Compiling, &mut out.compile),
-    ] {
-        for job in store.jobs_in_state(session.id, state, 8).await? {
-            if let Some(w) = job.worker.clone() {
-                list.push((job.job_ref(), w));
+    // Work shows as started only when it outlasts the Scheduler's second of holding notices
+    // back: look, bounded, until some is.
+    let t0 = std::time::Instant::now();
+    loop {
+        let mut out = Held {
+            session: session.id,
+            eval: Vec::new(),
+            compile: Vec::new(),
+        };
+        for (state, list) in [
+            (JobState::Evaluating, &mut out.eval),
+            (JobState::Compiling, &mut out.compile),
+        ] {
+            for job in store.jobs_in_state(session.id, state, 8).await? {
+                if let Some(w) = job.worker.clone() {
+                    list.push((job.job_ref(), w));
+                }
             }
         }
+        if !out.eval.is_empty() || t0.elapsed() > WAIT {
+            return Ok(out);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    Ok(out)
 }
 
 /// What an insider says about work held by others, as `worker`.
