@@ -226,10 +226,11 @@ chaos_monkey() {
             [ "$now" -lt "$at" ] || break
             sleep 0.1
         done
-        # A server restart takes seconds: it goes on beside the rest of the schedule.
+        # A server restart takes seconds, and a hostile round waits for work to forge about: each
+        # goes on beside the rest of the schedule.
         # shellcheck disable=SC2086 # ARG is one word or none
         case $action in
-        broker | database) fault "$action" & ;;
+        broker | database | hostile) fault "$action" & ;;
         *) fault "$action" $arg ;;
         esac
     done <"$1"
