@@ -56,6 +56,31 @@ impl Inner {
         Ok(applied)
     }
 
+    /// Work of `session` started before this Scheduler's state was built: its lease holders, as
+    /// the store recorded them (the worker each started job names), so that a restart does not
+    /// open a lease to whoever speaks first. `counts` are the session's jobs per state.
+    pub(super) async fn restore_holders(
+        &self,
+        session: SessionId,
+        counts: &std::collections::BTreeMap<shoal_model::JobState, u64>,
+    ) -> Result<(), ActorError> {
+        use shoal_model::JobState::{Compiling, Evaluating};
+        for state in [Compiling, Evaluating] {
+            let n = counts.get(&state).copied().unwrap_or(0).min(MAX_RESTORED_HOLDERS) as u32;
+            if n == 0 {
+                continue;
+            }
+            let jobs = self.store.jobs_in_state(session, state, n).await?;
+            let mut started = self.started.borrow_mut();
+            for job in jobs {
+                if let Some(worker) = job.worker {
+                    started.restore(job.id, job.attempt, worker);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Runs `op` again while it fails because the store cannot be reached, with backoff from
     /// 100 ms to 5 s, for at most [`SchedulerConfig::store_retry_for`] and not past the stop
     /// signal. Other errors, and the last one, are returned.
@@ -240,6 +265,9 @@ impl Inner {
         }
     }
 }
+
+/// Lease holders read back from the store per session and started state, at most.
+const MAX_RESTORED_HOLDERS: u64 = 50_000;
 
 /// Who sent an accepted reply, and its message id.
 struct Sent {

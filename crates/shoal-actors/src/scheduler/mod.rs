@@ -54,9 +54,6 @@ use shape::{EvalShape, ShapeConfig};
 use shoal_model::message::RUNNING_LEASE;
 use started::{StartedNotices, STARTED_DEBOUNCE};
 
-/// Lease holders read back from the store per session and started state, at most.
-const MAX_RESTORED_HOLDERS: i64 = 50_000;
-
 /// What a planned change is for: its session, and the delivery (by index in its batch) whose
 /// reply it came from, if it is a result; `None` for started notices and the Scheduler's own
 /// follow-ups.
@@ -525,21 +522,7 @@ impl Inner {
             compile: get(CompileQueued) + get(Compiling),
             eval: get(EvalQueued) + get(Evaluating),
         };
-        // Work started before this state was built: its holders, as the store recorded them,
-        // so that a restart does not open a lease to whoever speaks first.
-        for state in [Compiling, Evaluating] {
-            let n = get(state).clamp(0, MAX_RESTORED_HOLDERS) as u32;
-            if n == 0 {
-                continue;
-            }
-            let jobs = self.store.jobs_in_state(session, state, n).await?;
-            let mut started = self.started.borrow_mut();
-            for job in jobs {
-                if let Some(worker) = job.worker {
-                    started.restore(job.id, job.attempt, worker);
-                }
-            }
-        }
+        self.restore_holders(session, &counts).await?;
         Ok(*self.in_flight.borrow_mut().entry(session).or_insert(f))
     }
 
