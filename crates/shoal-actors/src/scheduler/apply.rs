@@ -66,7 +66,11 @@ impl Inner {
     ) -> Result<(), ActorError> {
         use shoal_model::JobState::{Compiling, Evaluating};
         for state in [Compiling, Evaluating] {
-            let n = counts.get(&state).copied().unwrap_or(0).min(MAX_RESTORED_HOLDERS) as u32;
+            let n = counts
+                .get(&state)
+                .copied()
+                .unwrap_or(0)
+                .min(MAX_RESTORED_HOLDERS) as u32;
             if n == 0 {
                 continue;
             }
