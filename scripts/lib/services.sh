@@ -458,12 +458,32 @@ shoal_role_broker_perms() {
 # role_file ROLE: the env file of ROLE.
 role_file() { printf '%s/%s.env\n' "$(shoal_roles_dir)" "$1"; }
 
+# shoal_host_users: the broker users of the hosts named in SHOAL_WORKER_HOSTS (spaces or commas
+# between names): compile.<host> and eval.<host> for each, each the identity of that host alone
+# (shoal_<role>.<host>: its replies may name only that host's workers; ARCHITECTURE.md, Trust).
+# A host's worker is started with `--host <host>` and that user's file, roles/<role>.<host>.env.
+shoal_host_users() {
+    local h hosts=${SHOAL_WORKER_HOSTS:-}
+    for h in ${hosts//,/ }; do
+        printf 'compile.%s\neval.%s\n' "$h" "$h"
+    done
+}
+
+# check_worker_hosts: every name in SHOAL_WORKER_HOSTS is a host name Shoal takes (`--host`).
+check_worker_hosts() {
+    local h hosts=${SHOAL_WORKER_HOSTS:-}
+    for h in ${hosts//,/ }; do
+        [[ $h =~ ^[A-Za-z0-9_-]{1,64}$ ]] ||
+            die "SHOAL_WORKER_HOSTS: '$h' is not a host name of letters, digits, '-' and '_'"
+    done
+}
+
 # role_passwords FILE: "BROKER_PASSWORD DB_PASSWORD" kept in a role file, or fails.
 role_passwords() {
     local line bpw="" dpw=""
     [ -r "$1" ] || return 1
     while IFS= read -r line; do
-        if [[ $line =~ ^SHOAL_BROKER=amqp://shoal_[a-z]+:([A-Za-z0-9]+)@ ]]; then bpw=${BASH_REMATCH[1]}; fi
+        if [[ $line =~ ^SHOAL_BROKER=amqp://shoal_[a-z]+(\.[A-Za-z0-9_-]+)?:([A-Za-z0-9]+)@ ]]; then bpw=${BASH_REMATCH[2]}; fi
         if [[ $line =~ ^SHOAL_DB=mysql://shoal_[a-z]+:([A-Za-z0-9]+)@ ]]; then dpw=${BASH_REMATCH[1]}; fi
     done <"$1"
     [ -n "$bpw" ] && [ -n "$dpw" ] || return 1
@@ -471,6 +491,7 @@ role_passwords() {
 }
 
 # write_role_file ROLE BROKER_PASSWORD DB_PASSWORD: atomically (re)write the role's file, mode 600.
+# ROLE may be ROLE.HOST (a host's own broker user, shoal_ROLE.HOST, with the role's database user).
 write_role_file() {
     local role=$1 bpw=$2 dpw=$3 file dir tmp
     file=$(role_file "$role")
@@ -482,7 +503,7 @@ write_role_file() {
         printf '# Shoal role "%s", written by scripts/services-up: this role'\''s own broker and database\n' "$role"
         printf '# users, with only the permissions the role needs. Keep private (mode 600).\n'
         printf 'SHOAL_BROKER=amqp://shoal_%s:%s@127.0.0.1:%s/%%2f\n' "$role" "$bpw" "$SHOAL_AMQP_PORT"
-        printf 'SHOAL_DB=mysql://shoal_%s:%s@127.0.0.1:%s/%s\n' "$role" "$dpw" "$SHOAL_MYSQL_PORT" "$SHOAL_ROLE_DATABASE"
+        printf 'SHOAL_DB=mysql://shoal_%s:%s@127.0.0.1:%s/%s\n' "${role%%.*}" "$dpw" "$SHOAL_MYSQL_PORT" "$SHOAL_ROLE_DATABASE"
         printf 'SHOAL_NAMESPACE=%s\n' "$(shoal_role_namespace)"
         printf 'SHOAL_HMAC_KEY_FILE=%s\n' "$(shoal_hmac_key_file)"
     } >"$tmp"
@@ -556,5 +577,6 @@ privileges_fingerprint() {
             shoal_role_db_grants "$role"
             shoal_role_broker_perms "$role" "$ns"
         done
+        printf 'host users: %s\n' "$(shoal_host_users | tr '\n' ' ')"
     } | sha256sum | cut -d' ' -f1
 }
