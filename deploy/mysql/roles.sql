@@ -35,6 +35,7 @@ CREATE USER IF NOT EXISTS 'shoal_compile'@'CLUSTER_NET' IDENTIFIED BY 'COMPILE_D
 GRANT SELECT, CREATE ON `shoal`.`schema_version` TO 'shoal_compile'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`session` TO 'shoal_compile'@'CLUSTER_NET';
 GRANT SELECT (hash), INSERT, UPDATE ON `shoal`.`artifact` TO 'shoal_compile'@'CLUSTER_NET';
+GRANT SELECT (id, state, attempt) ON `shoal`.`job` TO 'shoal_compile'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_compile'@'CLUSTER_NET';
 
 -- eval

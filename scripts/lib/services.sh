@@ -371,9 +371,11 @@ shoal_role_db_grants() {
         ;;
     compile)
         # session (backend; a shipped spec's files), put_artifact (INSERT … ON DUPLICATE KEY UPDATE hash = hash, which
-        # reads the column hash: SELECT on it, not on the bytes).
+        # reads the column hash: SELECT on it, not on the bytes), a job's state and attempt (is a
+        # redelivered request still current? job_progress: those columns and no other).
         printf '%s\n' "SELECT${t}session" "SELECT (hash), INSERT, UPDATE${t}artifact" \
-            "SELECT, INSERT, UPDATE${t}worker" "SELECT${t}shipped_file_part"
+            "SELECT, INSERT, UPDATE${t}worker" "SELECT${t}shipped_file_part" \
+            "SELECT (id, state, attempt)${t}job"
         ;;
     eval)
         # session (backend; a shipped spec's files), job (is the attempt still current?), artifact

@@ -13,7 +13,7 @@ use actix::prelude::*;
 use shoal_backend::RunContext;
 use shoal_bus::{Bus, QueueOptions};
 use shoal_model::message::{CompileReply, CompileRequest, Phase, ReplyBody};
-use shoal_model::{FailureKind, Message};
+use shoal_model::{FailureKind, JobRef, Message};
 use shoal_store::Store;
 use tokio::sync::RwLock;
 
@@ -110,6 +110,15 @@ async fn compile_loop(
     .await?
     {
         tracing::debug!(queue = %queue, slot, build = %req.build_key, "compile request received");
+        // A redelivered request may name attempts the store has moved past (its lease ran out
+        // and the job was dispatched again): those are not built again.
+        let mut req = req;
+        req.jobs = current_jobs(&cfg, req.jobs, delivery.delivery_count).await?;
+        if req.jobs.is_empty() {
+            tracing::debug!(queue = %queue, build = %req.build_key, "stale compile request skipped");
+            delivery.ack().await?;
+            continue;
+        }
         // Build only a candidate of the session's registered spec: a request whose parameters
         // are not one (a forgery, a corrupted message) is refused before anything runs. (A
         // backend that cannot be loaded now is a failure of the machinery, reported below.)
@@ -243,4 +252,27 @@ async fn build(
 
 pub(crate) fn first_line(s: &str) -> &str {
     s.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
+
+/// The jobs of a request still worth building. A first delivery is current, so the common path
+/// costs no store read; a redelivery is checked job by job against the store's state and
+/// attempt (all a compile worker may read of a job).
+async fn current_jobs(
+    cfg: &CompilerConfig,
+    jobs: Vec<JobRef>,
+    delivery_count: u32,
+) -> Result<Vec<JobRef>, ActorError> {
+    if delivery_count <= 1 {
+        return Ok(jobs);
+    }
+    let mut current = Vec::with_capacity(jobs.len());
+    for r in jobs {
+        match cfg.store.job_progress(r.job).await? {
+            Some((state, attempt)) if attempt == r.attempt && state.is_in_flight() => {
+                current.push(r)
+            }
+            _ => tracing::debug!(job = %r.job, "stale compile job skipped"),
+        }
+    }
+    Ok(current)
 }

@@ -106,6 +106,12 @@ macro_rules! delegating_store {
         async fn job(&self, id: $crate::__model::JobId) -> $crate::Result<Option<$crate::__model::Job>> {
             self.$field.job(id).await
         }
+        async fn job_progress(
+            &self,
+            id: $crate::__model::JobId,
+        ) -> $crate::Result<Option<($crate::__model::JobState, $crate::__model::Attempt)>> {
+            self.$field.job_progress(id).await
+        }
         async fn jobs_in_state(
             &self,
             session: $crate::__model::SessionId,
@@ -370,6 +376,10 @@ pub trait Store: Send + Sync + 'static {
     /// returns how many were created. Existing jobs are left exactly as they are.
     async fn insert_jobs(&self, jobs: &[NewJob]) -> Result<u64>;
     async fn job(&self, id: JobId) -> Result<Option<Job>>;
+    /// A job's state and attempt, and nothing else: what a compile worker may read of a job
+    /// (its database user has no other column), to skip a redelivered request whose attempt
+    /// has moved on.
+    async fn job_progress(&self, id: JobId) -> Result<Option<(JobState, shoal_model::Attempt)>>;
     /// Up to `limit` jobs of a session in `state`. New jobs come ordered by build key then id,
     /// so jobs that share a build are claimed together; jobs in other states by id, oldest
     /// first. The same in every store (conformance cases pin both orders).

@@ -399,6 +399,18 @@ pub(crate) async fn job(mut conn: Conn, id: JobId) -> OpResult<Option<Job>> {
     Ok(row.map(rows::job).transpose()?)
 }
 
+pub(crate) async fn job_progress(
+    mut conn: Conn,
+    id: JobId,
+) -> OpResult<Option<(JobState, u32)>> {
+    let row: Option<Row> = conn.exec_first(q::JOB_PROGRESS, (id.0,)).await?;
+    Ok(row
+        .map(|mut r| -> crate::Result<(JobState, u32)> {
+            Ok((rows::parsed(&mut r, 0)?, rows::get(&mut r, 1)?))
+        })
+        .transpose()?)
+}
+
 pub(super) fn jobs(rows: Vec<Row>) -> OpResult<Vec<Job>> {
     Ok(rows
         .into_iter()

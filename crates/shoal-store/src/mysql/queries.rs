@@ -121,6 +121,8 @@ pub const INSERT_JOB: &str = "INSERT INTO job (session_id, config_id, solver_id,
      eval_step, compile_params, run_params, candidate_key, build_key, state, created_ms, \
      updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id";
 pub const JOB: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?");
+/// What a compile worker may read of a job (a column grant: id, state, attempt).
+pub const JOB_PROGRESS: &str = "SELECT state, attempt FROM job WHERE id = ?";
 
 /// Hot: claiming new jobs, in build-key order so that jobs sharing a build come together.
 /// `job_by_state` (session, state, build key, id) answers it without a sort step.

@@ -103,6 +103,11 @@ impl Store for MysqlStore {
         self.run("reading a job", |c| ops::job(c, id)).await
     }
 
+    async fn job_progress(&self, id: JobId) -> Result<Option<(JobState, u32)>> {
+        self.run("reading a job's state", |c| ops::job_progress(c, id))
+            .await
+    }
+
     async fn jobs_in_state(
         &self,
         session: SessionId,

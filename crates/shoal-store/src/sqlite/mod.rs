@@ -387,6 +387,11 @@ impl Store for SqliteStore {
         self.run("reading a job", move |c| ops::job(c, id)).await
     }
 
+    async fn job_progress(&self, id: JobId) -> Result<Option<(JobState, u32)>> {
+        self.run("reading a job's state", move |c| ops::job_progress(c, id))
+            .await
+    }
+
     async fn jobs_in_state(
         &self,
         session: SessionId,

@@ -233,6 +233,15 @@ pub(crate) fn job(conn: &Connection, id: JobId) -> Result<Option<Job>> {
         .ctx("reading a job")
 }
 
+pub(crate) fn job_progress(conn: &Connection, id: JobId) -> Result<Option<(JobState, u32)>> {
+    conn.prepare_cached(q::JOB_PROGRESS)
+        .and_then(|mut st| {
+            st.query_row([id.0], |r| Ok((rows::parsed(r, 0)?, r.get(1)?)))
+                .optional()
+        })
+        .ctx("reading a job's state")
+}
+
 pub(crate) fn jobs_in_state(
     conn: &Connection,
     session: SessionId,

@@ -66,6 +66,7 @@ pub(crate) const INSERT_JOB: &str = "INSERT OR IGNORE INTO job (session_id, conf
      state, created_ms, updated_ms) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)";
 pub(crate) const JOB: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?1");
+pub(crate) const JOB_PROGRESS: &str = "SELECT state, attempt FROM job WHERE id = ?1";
 
 /// Hot: the Scheduler's claim query. `job_by_state` answers it without a sort step.
 pub(crate) const JOBS_IN_STATE: &str = concat!(

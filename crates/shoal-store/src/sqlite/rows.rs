@@ -27,7 +27,7 @@ fn json<T: DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
     serde_json::from_str(&text).map_err(|e| conversion(idx, e))
 }
 
-fn parsed<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+pub(crate) fn parsed<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
     let text: String = row.get(idx)?;
     text.parse().map_err(|e: String| conversion(idx, e))
 }
