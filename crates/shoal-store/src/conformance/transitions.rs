@@ -35,7 +35,10 @@ pub async fn happy_path_increments_attempts_and_keeps_artifact(store: &dyn Store
     // What a compile worker reads of a job: its state and attempt, and no more.
     assert_eq!(store.job_progress(id).await.unwrap(), Some((Compiling, 1)));
     assert_eq!(
-        store.job_progress(shoal_model::JobId(id.0 + 1000)).await.unwrap(),
+        store
+            .job_progress(shoal_model::JobId(id.0 + 1000))
+            .await
+            .unwrap(),
         None
     );
     assert_eq!(j.lease_deadline_ms, Some(9_000));

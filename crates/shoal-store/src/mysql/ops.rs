@@ -399,10 +399,7 @@ pub(crate) async fn job(mut conn: Conn, id: JobId) -> OpResult<Option<Job>> {
     Ok(row.map(rows::job).transpose()?)
 }
 
-pub(crate) async fn job_progress(
-    mut conn: Conn,
-    id: JobId,
-) -> OpResult<Option<(JobState, u32)>> {
+pub(crate) async fn job_progress(mut conn: Conn, id: JobId) -> OpResult<Option<(JobState, u32)>> {
     let row: Option<Row> = conn.exec_first(q::JOB_PROGRESS, (id.0,)).await?;
     Ok(row
         .map(|mut r| -> crate::Result<(JobState, u32)> {
