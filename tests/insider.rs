@@ -8,8 +8,9 @@
 //!   dead-lettered with the reason, and change nothing;
 //! - its results for the victim's jobs, under the victim's worker name, are refused: the lease
 //!   holder is the sender of the started notice, not the name a message gives;
-//! - a replay of the victim's captured started notice after the insider took a job over is
-//!   refused as a replay, so the new holder's genuine result is applied;
+//! - its own started notice for a job the victim holds does not take the lease, and its result
+//!   for that job is refused; a replay of the victim's captured started notice is refused as a
+//!   replay;
 //! - the tuned table holds only the genuine times.
 
 mod common;
@@ -301,27 +302,33 @@ fn an_eval_hosts_identity_can_speak_only_for_itself() {
             .await
             .unwrap();
 
-        // 3. The insider takes job 2 over (its own notice, its own name), and the victim's
-        //    captured notice is replayed to take it back.
+        // 3. The insider tries to take job 2 over with a notice of its own, under its own name,
+        //    and sends a result for it; the victim's captured notice is replayed.
         let takeover = insider.codec().encode(&started(sid, job2, &insider_worker));
         insider.publish(&results, vec![takeover]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
+        let stolen = insider
+            .codec()
+            .encode(&evaluated(sid, job2, &insider_worker, 0.002));
+        insider.publish(&results, vec![stolen]).await.unwrap();
         victim.publish(&results, vec![notice2]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
 
-        // 4. Genuine results: the victim's for job 1, the new holder's for job 2.
+        // 4. Genuine results: the victim's, for both of the jobs it holds.
         let genuine1 = victim
             .codec()
             .encode(&evaluated(sid, job1, &victim_worker, 5000.0));
-        let genuine2 = insider
+        let genuine2 = victim
             .codec()
-            .encode(&evaluated(sid, job2, &insider_worker, 6000.0));
-        victim.publish(&results, vec![genuine1]).await.unwrap();
-        insider.publish(&results, vec![genuine2]).await.unwrap();
+            .encode(&evaluated(sid, job2, &victim_worker, 6000.0));
+        victim
+            .publish(&results, vec![genuine1, genuine2])
+            .await
+            .unwrap();
         let mut reasons = Vec::new();
         for _ in 0..20 {
             dead_reasons(&mut dead, &mut reasons).await;
-            if reasons.len() >= 5 {
+            if reasons.len() >= 6 {
                 break;
             }
         }
@@ -350,6 +357,12 @@ fn an_eval_hosts_identity_can_speak_only_for_itself() {
         "{all}"
     );
     assert!(has("replayed started notice"), "{all}");
+    assert!(
+        has(&format!(
+            "reply from {insider_worker} (sent by {insider_user}), but {victim_worker}"
+        )),
+        "the insider's own notice took the victim's lease: {all}"
+    );
 
     // What the store holds: the genuine times, the session not cancelled, the workers running.
     let t1 = Instant::now();

@@ -19,14 +19,18 @@
 //! knowledge. (An earlier version inferred "queued" from a notice being held, and a duplicate
 //! notice after a redelivery made it drop the real result.)
 //!
-//! **The lease holder.** The worker whose "started" notice for an attempt came last holds that
-//! attempt's lease, together with the sender the bus authenticated for that notice (its broker
-//! user, [`Publisher::publisher`]); a result, a hand-back or a heartbeat for the attempt from
-//! another worker, or from another sender under the same worker name, is refused. A request is delivered to a second worker at the same attempt only when the broker
-//! gave it back (the first worker's connection dropped), and that worker's notice takes the lease
-//! over, so the first one's late result is refused rather than racing the second's. Where no
-//! notice was seen (work shorter than the notices' path, a Scheduler restarted midway) the
-//! attempt alone decides, as the store's compare-and-set does.
+//! **The lease holder.** The worker whose "started" notice for an attempt took the lease holds
+//! it, together with the sender the bus authenticated for that notice (its broker user,
+//! [`Publisher::publisher`]); a result, a hand-back or a heartbeat for the attempt from another
+//! worker, or from another sender under the same worker name, is refused. A request is
+//! delivered to a second worker at the same attempt only when the broker gave it back (the first
+//! worker's connection dropped). That worker's notice takes the lease over if the same sender
+//! sent it, so the first one's late result is refused rather than racing the second's; another
+//! sender's does not ([`Holder::yields_to`]): a host cannot take over work another host has
+//! started, and a lost host's lease runs out instead (the job is tried again at a new attempt).
+//! After a restart the holders of started work are read back from the store by worker name
+//! ([`StartedNotices::restore`]). Where no notice was seen (work shorter than the notices' path)
+//! the attempt alone decides, as the store's compare-and-set does.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -72,6 +76,19 @@ pub(crate) struct Holder {
 }
 
 impl Holder {
+    /// Whether a later started notice for the same attempt takes this lease over. From the
+    /// same sender, yes: the broker gave the request back to another of its workers (a shared
+    /// role user cannot be told apart). From another sender, no: a host's identity does not take
+    /// work another host has started; if that host is gone, its lease runs out and the job is
+    /// tried again at a new attempt. A holder read back from the store yields only to its own
+    /// worker.
+    pub(crate) fn yields_to(&self, next: &Holder) -> bool {
+        if self.publisher.is_empty() && !next.publisher.is_empty() {
+            return self.worker == next.worker;
+        }
+        self.publisher == next.publisher
+    }
+
     /// Whether a reply of `worker` from `publisher` may speak for this lease. A holder read
     /// back from the store after a restart has no known sender: its worker name decides.
     pub(crate) fn admits(&self, worker: Option<&str>, publisher: &str) -> bool {
@@ -201,7 +218,20 @@ impl<T: Publisher> StartedNotices<T> {
                         worker: t.worker.clone(),
                         publisher: tag.publisher().to_string(),
                     };
-                    self.holders.insert(key, holder);
+                    match self.holders.get(&key) {
+                        Some(held) if !held.yields_to(&holder) => {
+                            tracing::warn!(
+                                job = %t.job,
+                                attempt = t.attempt,
+                                holder = ?held.worker,
+                                by = %holder.publisher,
+                                "a started notice from another sender does not take a held lease"
+                            );
+                        }
+                        _ => {
+                            self.holders.insert(key, holder);
+                        }
+                    }
                 }
                 self.pending.entry(key).or_insert((now, c, tag));
                 continue;
@@ -474,6 +504,30 @@ mod tests {
         let (out, _, refused) = n.sift(genuine, vec!["shoal_eval.h1"; 2], t0);
         assert!(refused.is_empty());
         assert_eq!(out.len(), 1);
+    }
+
+    /// Another sender's notice for an attempt already held does not take the lease: an insider
+    /// cannot start the work of another host and have that host's result refused.
+    #[test]
+    fn another_senders_notice_does_not_take_a_held_lease() {
+        let mut n: StartedNotices<&'static str> = StartedNotices::default();
+        let t0 = Instant::now();
+        let notice = |w| by(w, vec![change(9, EvalQueued, 2, Evaluating)]);
+        n.sift(notice("h1/e"), vec!["shoal_eval.h1"], t0);
+        n.sift(notice("h2/e"), vec!["shoal_eval.h2"], t0);
+        assert_eq!(n.holder(JobId(9), 2), Some("h1/e"));
+        let (out, _, refused) = n.sift(by("h2/e", result(9, 2)), vec!["shoal_eval.h2"; 2], t0);
+        assert!(out.is_empty() && refused.len() == 2);
+        let (out, _, refused) = n.sift(by("h1/e", result(9, 2)), vec!["shoal_eval.h1"; 2], t0);
+        assert!(refused.is_empty() && !out.is_empty());
+        // A holder read back from the store yields to its own worker only.
+        let mut n: StartedNotices<&'static str> = StartedNotices::default();
+        n.restore(JobId(9), 2, "h1/e".into());
+        n.sift(notice("h2/e"), vec!["shoal_eval.h2"], t0);
+        assert_eq!(n.holder(JobId(9), 2), Some("h1/e"));
+        n.sift(notice("h1/e"), vec!["shoal_eval.h1"], t0);
+        assert!(n.may_renew(JobId(9), 2, "h1/e", "shoal_eval.h1"));
+        assert!(!n.may_renew(JobId(9), 2, "h1/e", "shoal_eval.h2"));
     }
 
     #[test]
