@@ -114,23 +114,11 @@ fn probe_dir() -> tempfile::TempDir {
     std::fs::write(d.join("probe.sh"), probe_script(d)).unwrap();
     std::fs::write(d.join("spec.toml"), SPEC).unwrap();
     common::cluster::write_key_file(&d.join("hmac.key"));
-    write_private(
+    common::cluster::write_private(
         &d.join("shoal.toml"),
         "db = \"mysql://shoal:canary-password@127.0.0.1:3306/nothing\"\n",
     );
     dir
-}
-
-fn write_private(path: &Path, text: &str) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .unwrap();
 }
 
 /// Waits for a child, killing it past the bound.

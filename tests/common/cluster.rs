@@ -39,19 +39,24 @@ pub struct Cluster {
 
 /// Writes a fresh random signing key as hex into `path`, readable by its owner only.
 pub fn write_key_file(path: &Path) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let mut key = [0u8; 32];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
         .unwrap();
     let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(path, &hex);
+}
+
+/// Writes `text` into a new file at `path`, readable by its owner only (mode 600).
+pub fn write_private(path: &Path, text: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .and_then(|mut f| f.write_all(hex.as_bytes()))
+        .and_then(|mut f| f.write_all(text.as_bytes()))
         .unwrap();
 }
 
