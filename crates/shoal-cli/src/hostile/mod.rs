@@ -30,7 +30,7 @@ use anyhow::Context;
 use clap::Args;
 use sha2::{Digest, Sha256};
 use shoal_bus::Bus;
-use shoal_model::envelope::{Codec, TAG_BYTES, WIRE_VERSION};
+use shoal_model::envelope::{Codec, ID_BYTES, TAG_BYTES, WIRE_VERSION};
 use shoal_model::message::Actor;
 use shoal_model::message::{
     CompileReply, CompileRequest, Control, EvalItem, EvalReply, EvalRequest, Phase, ReplyBody,
@@ -185,14 +185,16 @@ fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
         .into()
 }
 
-/// `[version][tag][body]` with the tag computed under `key`.
+/// `[version][tag][message id][body]` with the tag computed under `key`, the id all zeroes.
 fn signed_raw(key: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut signed = vec![0u8; ID_BYTES];
+    signed.extend_from_slice(body);
     let mut tagged = vec![WIRE_VERSION];
-    tagged.extend_from_slice(body);
+    tagged.extend_from_slice(&signed);
     let tag = hmac_sha256(key, &tagged);
     let mut out = vec![WIRE_VERSION];
     out.extend_from_slice(&tag);
-    out.extend_from_slice(body);
+    out.extend_from_slice(&signed);
     out
 }
 
@@ -538,14 +540,16 @@ mod tests {
         let codec = Codec::new(&key).unwrap();
         let msg = Message::Control(Control::Drain);
         let real = codec.encode(&msg);
-        assert_eq!(signed_raw(&key, &real[1 + TAG_BYTES..]), real);
+        assert_eq!(signed_raw(&key, &real[1 + TAG_BYTES + ID_BYTES..]), real);
         for form in unkeyed_forms(&shoal_bus::random_codec(), &msg) {
             assert!(codec.decode(&form).is_err());
         }
         assert!(codec.decode(&length_bomb()).is_err());
-        assert!(codec
-            .decode(&signed_raw(&key, &length_bomb()[1..12]))
-            .is_err());
+        // Under a valid tag, the bomb reaches the body's decoder, which refuses the length.
+        assert!(matches!(
+            codec.decode(&signed_raw(&key, &length_bomb()[1..12])),
+            Err(shoal_model::envelope::DecodeError::Corrupt(_))
+        ));
         assert_eq!(length_bomb().len(), 15);
     }
 }
