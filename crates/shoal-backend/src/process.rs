@@ -284,11 +284,51 @@ pub(crate) fn limit_child(cmd: &mut tokio::process::Command, cpu: Option<usize>)
     Ok(())
 }
 
+/// What to start for `argv`: `argv` itself, or, where the host installed a sandbox, the
+/// sandbox's command around it, seeing `readable` and writing `writable` (see
+/// [`crate::sandbox::Sandbox::argv`]). Fails as a spawn would when the program cannot be started
+/// ([`check_program`]). Every child Shoal starts goes through here.
+pub(crate) fn confined_argv(
+    argv: &[String],
+    cwd: &std::path::Path,
+    readable: &[PathBuf],
+    writable: &[PathBuf],
+) -> io::Result<Vec<String>> {
+    let program = argv
+        .first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
+    check_program(program, cwd)?;
+    Ok(match crate::sandbox::current() {
+        Some(sb) => sb.argv(argv, cwd, readable, writable),
+        None => argv.to_vec(),
+    })
+}
+
+/// How a child that was started with [`confined_argv`] ended: in the sandbox, bwrap's exit
+/// status of 128 + n is the child's death by signal n.
+pub(crate) fn child_end(status: std::process::ExitStatus) -> ChildEnd {
+    let signaled = |signal| ChildEnd::Signaled {
+        signal,
+        name: signal_name(signal),
+    };
+    match (status.code(), status.signal()) {
+        (Some(code), _) if crate::sandbox::current().is_some() => {
+            match crate::sandbox::child_status(code) {
+                crate::sandbox::SandboxedEnd::Exited(code) => ChildEnd::Exited(code),
+                crate::sandbox::SandboxedEnd::Signaled(signal) => signaled(signal),
+            }
+        }
+        (Some(code), _) => ChildEnd::Exited(code),
+        (None, Some(signal)) => signaled(signal),
+        (None, None) => ChildEnd::Exited(-1),
+    }
+}
+
 /// Fails as a spawn would when `program` cannot be started: a path (relative to `cwd`) that is
 /// not an executable file, or a name found on no directory of `PATH`. Checked before the
 /// sandbox starts it, since there a missing program would look like a child that ran and
 /// failed.
-pub(crate) fn check_program(program: &str, cwd: &std::path::Path) -> io::Result<()> {
+fn check_program(program: &str, cwd: &std::path::Path) -> io::Result<()> {
     crate::spec::find_program(program, cwd)
         .map(|_| ())
         .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))
@@ -299,16 +339,7 @@ pub(crate) fn check_program(program: &str, cwd: &std::path::Path) -> io::Result<
 /// `Err` only when the child cannot be started (the program is missing, not executable, the
 /// working directory does not exist …); every way a started child can end is an `Ok`.
 pub async fn run(spec: &ChildSpec) -> io::Result<ChildOutput> {
-    let program = spec
-        .argv
-        .first()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
-    check_program(program, &spec.cwd)?;
-    let sandbox = crate::sandbox::current();
-    let argv = match sandbox {
-        Some(sb) => sb.argv(&spec.argv, &spec.cwd, &spec.readable, &spec.writable),
-        None => spec.argv.clone(),
-    };
+    let argv = confined_argv(&spec.argv, &spec.cwd, &spec.readable, &spec.writable)?;
     let (program, args) = argv.split_first().expect("not empty");
 
     let mut cmd = tokio::process::Command::new(program);
@@ -370,30 +401,20 @@ pub async fn run(spec: &ChildSpec) -> io::Result<ChildOutput> {
     let stderr = err_tail.into_string();
     let end = match status? {
         None => ChildEnd::TimedOut,
-        Some(status) => match (status.code(), status.signal()) {
-            (Some(code), _) if sandbox.is_some() => {
-                if crate::sandbox::sandbox_failed(code, &stderr) {
+        Some(status) => {
+            if let Some(code) = status.code() {
+                if crate::sandbox::current().is_some()
+                    && crate::sandbox::sandbox_failed(code, &stderr)
+                {
                     return Err(io::Error::other(format!(
                         "the sandbox did not start `{}`: {}",
                         spec.argv[0],
                         stderr.trim()
                     )));
                 }
-                match crate::sandbox::child_status(code) {
-                    crate::sandbox::SandboxedEnd::Exited(code) => ChildEnd::Exited(code),
-                    crate::sandbox::SandboxedEnd::Signaled(signal) => ChildEnd::Signaled {
-                        signal,
-                        name: signal_name(signal),
-                    },
-                }
             }
-            (Some(code), _) => ChildEnd::Exited(code),
-            (None, Some(signal)) => ChildEnd::Signaled {
-                signal,
-                name: signal_name(signal),
-            },
-            (None, None) => ChildEnd::Exited(-1),
-        },
+            child_end(status)
+        }
     };
     Ok(ChildOutput {
         end,

@@ -73,19 +73,12 @@ impl Runner {
         spec: &TuningSpec,
         ctx: &RunContext<'_>,
     ) -> std::io::Result<Runner> {
-        let exe = program
-            .first()
-            .ok_or_else(|| std::io::Error::other("empty runner command"))?;
-        process::check_program(exe, &spec.dir)?;
         // In the sandbox it sees its spec's tree and the worker's work directory (the artifact
         // cache is beside the slot's directory), and writes nowhere but a private /tmp.
         let readable: Vec<std::path::PathBuf> = std::iter::once(spec.tree_root())
             .chain(ctx.work_dir.parent().map(Path::to_path_buf))
             .collect();
-        let argv = match crate::sandbox::current() {
-            Some(sb) => sb.argv(program, &spec.dir, &readable, &[]),
-            None => program.to_vec(),
-        };
+        let argv = process::confined_argv(program, &spec.dir, &readable, &[])?;
         let (exe, args) = argv.split_first().expect("not empty");
         let mut cmd = tokio::process::Command::new(exe);
         cmd.args(args)
@@ -194,21 +187,10 @@ impl Runner {
             }
         };
         self.guard.kill(); // stray helpers it started
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(code), _) if crate::sandbox::current().is_some() => {
-                match crate::sandbox::child_status(code) {
-                    crate::sandbox::SandboxedEnd::Signaled(sig) => {
-                        format!("the runner was killed by {}", process::signal_name(sig))
-                    }
-                    crate::sandbox::SandboxedEnd::Exited(code) => {
-                        format!("the runner exited with code {code}")
-                    }
-                }
-            }
-            (Some(code), _) => format!("the runner exited with code {code}"),
-            (None, Some(sig)) => format!("the runner was killed by {}", process::signal_name(sig)),
-            _ => "the runner ended".into(),
+        match process::child_end(status) {
+            ChildEnd::Exited(code) => format!("the runner exited with code {code}"),
+            ChildEnd::Signaled { name, .. } => format!("the runner was killed by {name}"),
+            ChildEnd::TimedOut => "the runner ended".into(),
         }
     }
 
