@@ -255,8 +255,7 @@ pub(crate) fn first_line(s: &str) -> &str {
 }
 
 /// The jobs of a request still worth building. A first delivery is current, so the common path
-/// costs no store read; a redelivery is checked job by job against the store's state and
-/// attempt (all a compile worker may read of a job).
+/// costs no store read; a redelivery is checked job by job ([`crate::still_current`]).
 async fn current_jobs(
     cfg: &CompilerConfig,
     jobs: Vec<JobRef>,
@@ -267,11 +266,10 @@ async fn current_jobs(
     }
     let mut current = Vec::with_capacity(jobs.len());
     for r in jobs {
-        match cfg.store.job_progress(r.job).await? {
-            Some((state, attempt)) if attempt == r.attempt && state.is_in_flight() => {
-                current.push(r)
-            }
-            _ => tracing::debug!(job = %r.job, "stale compile job skipped"),
+        if crate::still_current(&*cfg.store, r).await? {
+            current.push(r)
+        } else {
+            tracing::debug!(job = %r.job, "stale compile job skipped")
         }
     }
     Ok(current)

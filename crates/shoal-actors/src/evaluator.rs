@@ -314,11 +314,10 @@ async fn current_items(
     }
     let mut current = Vec::with_capacity(items.len());
     for item in items {
-        match cfg.store.job(item.job.job).await? {
-            Some(j) if j.attempt == item.job.attempt && j.state.is_in_flight() => {
-                current.push(item)
-            }
-            _ => tracing::debug!(job = %item.job.job, "stale eval item skipped"),
+        if crate::still_current(&*cfg.store, item.job).await? {
+            current.push(item)
+        } else {
+            tracing::debug!(job = %item.job.job, "stale eval item skipped")
         }
     }
     Ok(current)

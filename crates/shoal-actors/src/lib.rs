@@ -65,6 +65,20 @@ pub(crate) async fn publish(
     Ok(())
 }
 
+/// Whether job `r` of a redelivered request is still at the attempt the request names and in
+/// flight: if not, the store has moved past it (its lease ran out and it was dispatched again)
+/// and it is not run again. Reads a job's state and attempt only (`Store::job_progress`), all the
+/// compile role may read of a job.
+pub(crate) async fn still_current(
+    store: &dyn shoal_store::Store,
+    r: shoal_model::JobRef,
+) -> Result<bool, ActorError> {
+    Ok(matches!(
+        store.job_progress(r.job).await?,
+        Some((state, attempt)) if attempt == r.attempt && state.is_in_flight()
+    ))
+}
+
 /// Gives `jobs` back to the Scheduler without an outcome and without counting a retry (this
 /// worker is shutting down, or its host cannot write its disk): they are dispatched again.
 pub(crate) async fn hand_back(

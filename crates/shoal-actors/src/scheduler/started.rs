@@ -50,18 +50,21 @@ pub(crate) trait Publisher {
     fn publisher(&self) -> &str;
 }
 
+#[cfg(test)]
 impl Publisher for () {
     fn publisher(&self) -> &str {
         ""
     }
 }
 
+#[cfg(test)]
 impl Publisher for u8 {
     fn publisher(&self) -> &str {
         ""
     }
 }
 
+#[cfg(test)]
 impl Publisher for &'static str {
     fn publisher(&self) -> &str {
         self
