@@ -140,12 +140,8 @@ pub(super) async fn run(args: &super::HostileArgs) -> anyhow::Result<ExitCode> {
         commands: ns.commands_queue(),
     };
     // Its own worker name: the host of its broker user, as a worker of that host names itself.
-    let user = url
-        .split_once("://")
-        .and_then(|(_, rest)| rest.split_once('@'))
-        .map(|(userinfo, _)| userinfo.split(':').next().unwrap_or_default().to_string())
-        .unwrap_or_default();
-    let me = Identity::of_user(&user);
+    let bus = super::connect(&url, &ns, codec.clone()).await?;
+    let me = Identity::of_user(shoal_bus::Bus::publisher(&*bus));
     let own = format!(
         "{}:{}/evaluator[cpu]",
         me.host.as_deref().unwrap_or("insider"),
@@ -166,7 +162,7 @@ pub(super) async fn run(args: &super::HostileArgs) -> anyhow::Result<ExitCode> {
         out.push((to.clone(), "insider", bytes.clone()));
         out.push((to.clone(), "replayed", bytes));
     }
-    let (published, skipped, by_kind) = super::publish(&url, &ns, codec, out).await?;
+    let (published, skipped, by_kind) = super::send(&bus, &ns, out).await?;
     let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k}={n}")).collect();
     println!(
         "hostile insider user={} published={published} skipped={skipped} {} session={} held_eval={} held_compile={} forged_worker={FORGED_WORKER}",

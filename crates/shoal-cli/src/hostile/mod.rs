@@ -489,20 +489,38 @@ async fn publish(
     stranger: Codec,
     out: Vec<Outgoing>,
 ) -> anyhow::Result<(usize, usize, BTreeMap<&'static str, usize>)> {
+    send(&*connect(url, ns, stranger).await?, ns, out).await
+}
+
+/// The broker at `url`, as its user, with `codec` (what it signs nothing with: every message is
+/// published as bytes already made).
+async fn connect(
+    url: &str,
+    ns: &Namespace,
+    codec: Codec,
+) -> anyhow::Result<std::sync::Arc<shoal_bus::RabbitBus>> {
     let options = shoal_bus::RabbitOptions {
-        codec: stranger,
+        codec,
         publish_retry_for: WAIT,
         connect_wait: WAIT,
         ..Default::default()
     };
-    let bus = shoal_bus::RabbitBus::connect_with(url, ns.clone(), options)
+    shoal_bus::RabbitBus::connect_with(url, ns.clone(), options)
         .await
         .with_context(|| {
             format!(
                 "shoal bench hostile: connecting to {}",
                 crate::connect::redact(url)
             )
-        })?;
+        })
+}
+
+/// Publishes every message as it is, then closes the bus; the counts of [`publish`].
+async fn send(
+    bus: &shoal_bus::RabbitBus,
+    ns: &Namespace,
+    out: Vec<Outgoing>,
+) -> anyhow::Result<(usize, usize, BTreeMap<&'static str, usize>)> {
     let (mut published, mut skipped) = (0usize, 0usize);
     let mut by_kind = BTreeMap::<&str, usize>::new();
     for (to, kind, bytes) in out {
