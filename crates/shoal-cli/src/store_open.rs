@@ -1,7 +1,7 @@
 //! Opening the local SQLite store, for every command that takes `--db`, and choosing the
 //! session a command works on. Its own module so that the subcommand modules (`tune`, `miopen`)
 //! and the dispatcher in `cli.rs` share it without depending on each other. The cluster's store
-//! (a URL from the settings) is opened by `connect.rs`.
+//! (a URL from the settings) is opened by `connect/`.
 //!
 //! Two rules live here, once: a command that only reads, or that works on a session, refuses a
 //! store file that does not exist (opening it would create an empty one, and the user would see
