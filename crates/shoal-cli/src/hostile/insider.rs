@@ -54,10 +54,16 @@ async fn held(settings: &crate::connect::Settings) -> anyhow::Result<Held> {
             (JobState::Evaluating, &mut out.eval),
             (JobState::Compiling, &mut out.compile),
         ] {
-            for job in store.jobs_in_state(session.id, state, 8).await? {
-                if let Some(w) = job.worker.clone() {
-                    list.push((job.job_ref(), w));
+            // The database may be restarting (the chaos suite kills it): look again, bounded.
+            match store.jobs_in_state(session.id, state, 8).await {
+                Ok(jobs) => list.extend(
+                    jobs.into_iter()
+                        .filter_map(|j| Some((j.job_ref(), j.worker.clone()?))),
+                ),
+                Err(e) if t0.elapsed() < WAIT => {
+                    tracing::warn!(error = %e, "reading started work; trying again");
                 }
+                Err(e) => return Err(e.into()),
             }
         }
         if !out.eval.is_empty() || t0.elapsed() > WAIT {
