@@ -108,8 +108,10 @@ where
     let mut delay = Duration::from_millis(100);
     loop {
         match op().await {
-            Err(e @ shoal_store::StoreError::Backend { .. })
-                if tokio::time::Instant::now() < give_up && !stop.is_triggered() =>
+            Err(
+                e @ (shoal_store::StoreError::Backend { .. }
+                | shoal_store::StoreError::Unreachable { .. }),
+            ) if tokio::time::Instant::now() < give_up && !stop.is_triggered() =>
             {
                 tracing::warn!(error = %e, retry_in = ?delay, "store unreachable; the command waits");
                 tokio::time::sleep(delay).await;

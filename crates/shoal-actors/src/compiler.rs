@@ -154,6 +154,20 @@ async fn compile_loop(
                 return Ok(());
             }
         };
+        // The artifact could not be stored (the database did not answer within its patience):
+        // the build is this host's to redo, not the candidate's failure. The jobs go back
+        // uncounted and the loop goes on.
+        let result = match result {
+            Err(BuildEnd::StoreGone(e)) => {
+                let reason = format!("{} could not store the artifact: {e}", cfg.worker);
+                tracing::warn!(build = %req.build_key, reason = %reason, "jobs handed back");
+                crate::hand_back(&*cfg.bus, req.session, Phase::Compile, &req.jobs, reason, &cfg.worker).await?;
+                delivery.ack().await?;
+                continue;
+            }
+            Err(BuildEnd::Failed(kind, detail)) => Err((kind, detail)),
+            Ok(hash) => Ok(hash),
+        };
         match &result {
             Ok(hash) => tracing::debug!(build = %req.build_key, artifact = %hash, "built"),
             Err((kind, detail)) => {
@@ -207,22 +221,37 @@ async fn refusal(cfg: &CompilerConfig, req: &CompileRequest) -> Option<String> {
         .map(|e| format!("compile request refused: {e}"))
 }
 
+/// Why a build produced no artifact hash.
+enum BuildEnd {
+    /// The candidate or the machinery failed: reported as the build's outcome.
+    Failed(FailureKind, String),
+    /// The store did not answer within its patience: the jobs are handed back.
+    StoreGone(ActorError),
+}
+
+impl From<(FailureKind, String)> for BuildEnd {
+    fn from((kind, detail): (FailureKind, String)) -> Self {
+        BuildEnd::Failed(kind, detail)
+    }
+}
+
 /// Builds the request's candidate (after checking that this host derives the same build key
-/// from the same parameters) and stores its artifact; the artifact's hash, or the failure.
+/// from the same parameters) and stores its artifact; the artifact's hash, or why not.
 async fn build(
     cfg: &CompilerConfig,
     req: &CompileRequest,
     work_dir: &Path,
-) -> Result<String, (FailureKind, String)> {
+) -> Result<String, BuildEnd> {
     let backend = match cfg.backends.get(&*cfg.store, req.session).await {
         Ok(b) => b,
-        Err(e) => return Err((FailureKind::Infrastructure, e.to_string())),
+        Err(e) if e.is_store_unreachable() => return Err(BuildEnd::StoreGone(e)),
+        Err(e) => return Err(BuildEnd::Failed(FailureKind::Infrastructure, e.to_string())),
     };
     let expected = backend
         .build_key(req.step, &req.config_params, &req.compile_params)
-        .map_err(|e| (FailureKind::Infrastructure, e))?;
+        .map_err(|e| BuildEnd::Failed(FailureKind::Infrastructure, e))?;
     if expected != req.build_key {
-        return Err((
+        return Err(BuildEnd::Failed(
             FailureKind::Infrastructure,
             format!(
                 "build key mismatch on {}: the spec or its sources differ on this host",
@@ -243,11 +272,11 @@ async fn build(
     let artifact = backend
         .build(req.step, &req.config_params, &req.compile_params, &ctx)
         .await?;
-    cfg.store
-        .put_artifact(&artifact.hash, &artifact.packed)
-        .await
-        .map_err(|e| (FailureKind::Infrastructure, e.to_string()))?;
-    Ok(artifact.hash)
+    match cfg.store.put_artifact(&artifact.hash, &artifact.packed).await {
+        Ok(_) => Ok(artifact.hash),
+        Err(e) if e.is_unreachable() => Err(BuildEnd::StoreGone(e.into())),
+        Err(e) => Err(BuildEnd::Failed(FailureKind::Infrastructure, e.to_string())),
+    }
 }
 
 pub(crate) fn first_line(s: &str) -> &str {

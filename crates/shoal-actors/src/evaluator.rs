@@ -253,11 +253,11 @@ async fn eval_requests(
         let dirs = (&cache, eval_dir.as_path(), &runner);
         let work = async {
             let clock = std::time::Instant::now();
-            let outcomes = evaluate(&cfg, (req.session, req.step), &items, dirs).await;
-            (outcomes, clock.elapsed())
+            let timed = evaluate(&cfg, (req.session, req.step), &items, dirs).await;
+            (timed, clock.elapsed())
         };
         let work = crate::with_heartbeats(&*cfg.bus, &results, notice(false), work);
-        let (outcomes, busy) = tokio::select! {
+        let (timed, busy) = tokio::select! {
             (sent, done) = async { tokio::join!(started, work) } => {
                 sent?;
                 done
@@ -269,15 +269,37 @@ async fn eval_requests(
                 return Ok(());
             }
         };
+        // Items that could not be timed because the store did not answer go back uncounted;
+        // the ones timed are replied with their measurements.
+        let Timed {
+            outcomes,
+            store_gone,
+            why,
+        } = timed;
+        if !store_gone.is_empty() {
+            let reason = format!(
+                "{} could not read what the items need from the store: {}",
+                cfg.worker,
+                why.unwrap_or_default()
+            );
+            tracing::warn!(items = store_gone.len(), reason = %reason, "items handed back");
+            crate::hand_back(&*cfg.bus, req.session, Phase::Eval, &store_gone, reason, &cfg.worker)
+                .await?;
+            if outcomes.is_empty() {
+                delivery.ack().await?;
+                continue;
+            }
+        }
         // A full disk (an artifact that cannot be installed) is this host's state: hand the
         // items back uncounted and fail the loop, as the Compiler does.
         if let Some(detail) = cannot_write(&outcomes) {
             let reason = format!("{} cannot write its disk (full or read-only)", cfg.worker);
+            let timed: Vec<JobRef> = outcomes.iter().map(|(j, _)| *j).collect();
             crate::hand_back(
                 &*cfg.bus,
                 req.session,
                 Phase::Eval,
-                &refs,
+                &timed,
                 reason,
                 &cfg.worker,
             )
@@ -335,14 +357,27 @@ async fn refusal(cfg: &EvaluatorConfig, session: SessionId, items: &[EvalItem]) 
     })
 }
 
-/// Times every item, one at a time under the device's gate; an outcome per item.
+/// What timing a request's items gave: an outcome per item timed, and the items that could not
+/// be, because the store did not answer within its patience (their session or artifact could
+/// not be read), with why.
+#[derive(Default)]
+struct Timed {
+    outcomes: Vec<(JobRef, Outcome)>,
+    store_gone: Vec<JobRef>,
+    why: Option<String>,
+}
+
+/// Times every item, one at a time under the device's gate.
 async fn evaluate(
     cfg: &EvaluatorConfig,
     (session, step): (SessionId, Step),
     items: &[EvalItem],
     (cache, eval_dir, runner): (&ArtifactCache, &Path, &RunnerSlot),
-) -> Vec<(JobRef, Outcome)> {
-    let mut outcomes = Vec::with_capacity(items.len());
+) -> Timed {
+    let mut timed = Timed {
+        outcomes: Vec::with_capacity(items.len()),
+        ..Timed::default()
+    };
     let backend = cfg.backends.get(&*cfg.store, session).await;
     let ctx = RunContext {
         work_dir: eval_dir,
@@ -352,9 +387,19 @@ async fn evaluate(
     };
     for item in items {
         let outcome = match &backend {
+            Err(e) if e.is_store_unreachable() => {
+                timed.store_gone.push(item.job);
+                timed.why = Some(e.to_string());
+                continue;
+            }
             Err(e) => Outcome::failed(FailureKind::Infrastructure, e.to_string()),
             Ok(backend) => match fetch(cfg, cache, &item.artifact).await {
-                Err(e) => Outcome::failed(FailureKind::Infrastructure, e),
+                Err(Fetch::StoreGone(e)) => {
+                    timed.store_gone.push(item.job);
+                    timed.why = Some(e);
+                    continue;
+                }
+                Err(Fetch::Failed(e)) => Outcome::failed(FailureKind::Infrastructure, e),
                 Ok(path) => {
                     let _exclusive = match &cfg.device_gate {
                         Some(g) => Some(g.write().await),
@@ -374,9 +419,9 @@ async fn evaluate(
         if let Outcome::Failed { kind, detail } = &outcome {
             tracing::debug!(job = %item.job.job, kind = %kind, detail = %crate::compiler::first_line(detail), "candidate failed");
         }
-        outcomes.push((item.job, outcome));
+        timed.outcomes.push((item.job, outcome));
     }
-    outcomes
+    timed
 }
 
 /// The first line of an outcome that says this host cannot write its disk, if one does.
@@ -389,25 +434,36 @@ fn cannot_write(outcomes: &[(JobRef, Outcome)]) -> Option<String> {
     })
 }
 
+/// Why an artifact is not at hand.
+enum Fetch {
+    /// The store did not answer within its patience: the item is handed back.
+    StoreGone(String),
+    /// Anything else: the item fails as the machinery's fault.
+    Failed(String),
+}
+
+impl From<String> for Fetch {
+    fn from(e: String) -> Self {
+        Fetch::Failed(e)
+    }
+}
+
 /// The artifact as an executable file: from the local cache, else from the store.
-async fn fetch(
-    cfg: &EvaluatorConfig,
-    cache: &ArtifactCache,
-    hash: &str,
-) -> Result<PathBuf, String> {
+async fn fetch(cfg: &EvaluatorConfig, cache: &ArtifactCache, hash: &str) -> Result<PathBuf, Fetch> {
     if let Some(p) = cache.path(hash) {
         return Ok(p);
     }
-    let packed = cfg
-        .store
-        .artifact(hash)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("artifact {hash} is not in the store"))?;
+    let packed = match cfg.store.artifact(hash).await {
+        Ok(Some(packed)) => packed,
+        Ok(None) => return Err(format!("artifact {hash} is not in the store").into()),
+        Err(e) if e.is_unreachable() => return Err(Fetch::StoreGone(e.to_string())),
+        Err(e) => return Err(e.to_string().into()),
+    };
     // Decompressing, hashing and writing it is blocking work: off the async thread.
     let (cache, owned) = (cache.clone(), hash.to_string());
-    tokio::task::spawn_blocking(move || cache.install(&owned, &packed))
+    let installed = tokio::task::spawn_blocking(move || cache.install(&owned, &packed))
         .await
         .map_err(|e| format!("installing artifact {hash}: {e}"))?
-        .map_err(|e| format!("installing artifact {hash}: {e}"))
+        .map_err(|e| format!("installing artifact {hash}: {e}"))?;
+    Ok(installed)
 }

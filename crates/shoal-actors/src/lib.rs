@@ -47,6 +47,14 @@ pub enum ActorError {
     Other(String),
 }
 
+impl ActorError {
+    /// Whether this is the store not answering, past its patience
+    /// ([`shoal_store::patient`]): a worker then hands its jobs back rather than failing them.
+    pub fn is_store_unreachable(&self) -> bool {
+        matches!(self, ActorError::Store(e) if e.is_unreachable())
+    }
+}
+
 /// Milliseconds since the Unix epoch: the clock of leases and timestamps.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -24,6 +24,7 @@ mod status;
 mod store_open;
 mod tune;
 mod tune_cluster;
+mod waiting;
 mod web;
 mod worker;
 

@@ -35,6 +35,9 @@ pub enum Counted {
     Newest,
 }
 
+/// How long a scrape waits for the job counts before answering without a fresh reading.
+const COLLECT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Starts the endpoint when `addr` is given.
 pub async fn start(
     addr: Option<SocketAddr>,
@@ -51,7 +54,20 @@ pub async fn start(
     let collect: Collect = Arc::new(move || {
         let (store, counted, bus) = (store.clone(), counted.clone(), bus.clone());
         Box::pin(async move {
-            collect_jobs(&*store, &counted).await;
+            let outages = shoal_store::patient::outages();
+            shoal_metrics::metrics().set_store_outages(
+                outages.count,
+                outages.total().as_secs_f64(),
+                outages.current.is_some(),
+            );
+            // A scrape while the database does not answer must not wait for it: the job counts
+            // keep their last reading.
+            if outages.current.is_none() {
+                let read = collect_jobs(&*store, &counted);
+                if tokio::time::timeout(COLLECT_WAIT, read).await.is_err() {
+                    tracing::debug!("job counts not read within the scrape's time");
+                }
+            }
             if let Some((bus, queues)) = bus {
                 let mut depths = Vec::new();
                 for q in queues {

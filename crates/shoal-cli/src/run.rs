@@ -87,7 +87,7 @@ pub async fn watch_progress(
     session: SessionId,
     mut stop: Signal,
 ) -> anyhow::Result<bool> {
-    let counts = store.state_counts(session).await?;
+    let counts = crate::waiting::on_stderr(store.state_counts(session)).await?;
     let total: u64 = counts.values().sum();
     let bar = ProgressBar::new(total);
     bar.set_style(
@@ -99,7 +99,22 @@ pub async fn watch_progress(
     let start = Instant::now();
     let mut last_line = Instant::now();
     loop {
-        let counts = store.state_counts(session).await?;
+        // While the database does not answer, the bar says so (or a line every few seconds
+        // without one), and a stop still stops.
+        let read = crate::waiting::telling(store.state_counts(session), |m| {
+            if bar.is_hidden() {
+                eprintln!("shoal: {m}");
+            } else {
+                bar.set_message(m.to_string());
+            }
+        });
+        let counts = tokio::select! {
+            counts = read => counts?,
+            _ = stop.triggered() => {
+                bar.abandon();
+                return Ok(true);
+            }
+        };
         let done: u64 = counts
             .iter()
             .filter(|(s, _)| s.is_terminal())

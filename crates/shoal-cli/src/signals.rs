@@ -17,6 +17,9 @@ pub fn install() -> anyhow::Result<Signal> {
             eprintln!(
                 "\nshoal: stopping: in-flight jobs are handed back (press Ctrl-C again to stop at once)"
             );
+            // Nothing waits for a database that does not answer any more: what is held goes
+            // back to its queue, and the next process finds it there.
+            shoal_store::patient::stop_waiting();
             trigger.trigger();
         }
         _ => {

@@ -14,13 +14,17 @@ use crate::store_open::session_or_newest;
 
 pub async fn sessions(db: &Path, cluster: bool, json: bool) -> anyhow::Result<ExitCode> {
     let store = crate::fleet::store_for_reading(db, cluster).await?;
-    let cancelled: std::collections::HashSet<_> =
-        store.cancelled_sessions().await?.into_iter().collect();
-    let mut rows = Vec::new();
-    for s in store.sessions().await? {
-        let (progress, _) = progress_of(&*store, s.id).await?;
-        rows.push((s, progress));
-    }
+    let (cancelled, rows) = crate::waiting::on_stderr(async {
+        let cancelled: std::collections::HashSet<_> =
+            store.cancelled_sessions().await?.into_iter().collect();
+        let mut rows = Vec::new();
+        for s in store.sessions().await? {
+            let (progress, _) = progress_of(&*store, s.id).await?;
+            rows.push((s, progress));
+        }
+        anyhow::Ok((cancelled, rows))
+    })
+    .await?;
     if json {
         let list: Vec<serde_json::Value> = rows
             .iter()
@@ -100,12 +104,16 @@ pub async fn status(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let store = crate::fleet::store_for_reading(db, cluster).await?;
-    let info = session_or_newest(&*store, session).await?;
-    let id = info.id;
-    let (progress, counts) = progress_of(&*store, id).await?;
     let now = shoal_actors::now_ms();
-    let failures = shoal_export::failures_by_kind(&store.final_results(id).await?);
-    let fleet = FleetSummary::of(&store.workers().await?, now);
+    let (info, progress, counts, failures, fleet) = crate::waiting::on_stderr(async {
+        let info = session_or_newest(&*store, session).await?;
+        let (progress, counts) = progress_of(&*store, info.id).await?;
+        let failures = shoal_export::failures_by_kind(&store.final_results(info.id).await?);
+        let fleet = FleetSummary::of(&store.workers().await?, now);
+        anyhow::Ok((info, progress, counts, failures, fleet))
+    })
+    .await?;
+    let id = info.id;
     if json {
         let states: serde_json::Map<String, serde_json::Value> = JobState::ALL
             .iter()

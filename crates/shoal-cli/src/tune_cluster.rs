@@ -97,10 +97,13 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("shoal-out").join(&spec.name));
-    let summary = shoal_actors::exporter::export(&*store, &backends, session, &out, true).await?;
+    let summary = crate::waiting::on_stderr(shoal_actors::exporter::export(
+        &*store, &backends, session, &out, true,
+    ))
+    .await?;
     println!();
     print!("{}", summary.table);
-    crate::run::print_summary(&store.state_counts(session).await?);
+    crate::run::print_summary(&crate::waiting::on_stderr(store.state_counts(session)).await?);
     println!(
         "tuned table: {}  (all candidates: {})",
         summary.csv.display(),

@@ -170,6 +170,43 @@ fn failure(status: StatusCode, msg: &str) -> Response {
         .into_response()
 }
 
+/// How long a page waits for the database before it answers without it.
+const PAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The page while the database does not answer: what is going on, and a reload in a few
+/// seconds (a `Refresh` header: the dashboard has no JavaScript), so it carries on by itself.
+fn waiting(msg: &str) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::REFRESH, "5"), (header::RETRY_AFTER, "5")],
+        Html(shoal_web::page(
+            "Waiting for the database",
+            &format!("<p class=\"bad\">{}</p>", shoal_web::esc(msg)),
+        )),
+    )
+        .into_response()
+}
+
+/// Runs a page's reads of the store, unless the database does not answer: then, at once or
+/// within [`PAGE_WAIT`], the waiting page instead (the reads go on waiting in the store's own
+/// layer, for whoever asks next).
+async fn reading<T>(work: impl std::future::Future<Output = T>) -> Result<T, Response> {
+    let outage = || shoal_store::patient::outages().waiting_message();
+    if let Some(m) = outage() {
+        return Err(waiting(&m));
+    }
+    match tokio::time::timeout(PAGE_WAIT, work).await {
+        Ok(v) => Ok(v),
+        Err(_) => Err(match outage() {
+            Some(m) => waiting(&m),
+            None => failure(
+                StatusCode::GATEWAY_TIMEOUT,
+                &format!("the database took longer than {} s to answer", PAGE_WAIT.as_secs()),
+            ),
+        }),
+    }
+}
+
 /// A session's progress now, and its failed jobs.
 async fn progress(store: &dyn Store, id: SessionId) -> anyhow::Result<(Progress, u64)> {
     let (progress, counts) = crate::status::progress_of(store, id).await?;
@@ -194,8 +231,11 @@ async fn sessions(State(web): State<Arc<Web>>, headers: HeaderMap, uri: Uri) -> 
             });
         }
         anyhow::Ok(shoal_web::sessions_page(&out))
-    }
-    .await;
+    };
+    let result = match reading(result).await {
+        Ok(r) => r,
+        Err(page) => return page,
+    };
     match result {
         Ok(html) => Html(html).into_response(),
         Err(e) => failure(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e:#}")),
@@ -234,8 +274,11 @@ async fn session(
             rows: &rows,
             chart,
         })))
-    }
-    .await;
+    };
+    let result = match reading(result).await {
+        Ok(r) => r,
+        Err(page) => return page,
+    };
     match result {
         Ok(Some(html)) => Html(html).into_response(),
         Ok(None) => failure(
@@ -269,7 +312,11 @@ async fn fleet(State(web): State<Arc<Web>>, headers: HeaderMap, uri: Uri) -> Res
     if let Some(r) = refusal(&web, &headers, &uri) {
         return r;
     }
-    match web.store.workers().await {
+    let workers = match reading(web.store.workers()).await {
+        Ok(r) => r,
+        Err(page) => return page,
+    };
+    match workers {
         Ok(workers) => {
             let now = shoal_actors::now_ms();
             let listed: Vec<_> = workers

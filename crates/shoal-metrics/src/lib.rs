@@ -71,6 +71,9 @@ pub struct Metrics {
     utilization: Family<DeviceLabel, FloatGauge>,
     clock: Family<DeviceLabel, FloatGauge>,
     healthy: Family<DeviceLabel, Gauge>,
+    store_outages: Counter,
+    store_outage_seconds: FloatCounter,
+    store_unreachable: Gauge,
 }
 
 /// The process's metrics.
@@ -99,6 +102,9 @@ impl Metrics {
             utilization: Family::default(),
             clock: Family::default(),
             healthy: Family::default(),
+            store_outages: Counter::default(),
+            store_outage_seconds: FloatCounter::default(),
+            store_unreachable: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -155,6 +161,21 @@ impl Metrics {
             "device_healthy",
             "1 when the last probe found the device healthy, else 0",
             m.healthy.clone(),
+        );
+        registry.register(
+            "store_outages",
+            "Times this process found its database not answering (each outage once)",
+            m.store_outages.clone(),
+        );
+        registry.register(
+            "store_outage_seconds",
+            "Seconds this process's database did not answer, in all (the current outage included)",
+            m.store_outage_seconds.clone(),
+        );
+        registry.register(
+            "store_unreachable",
+            "1 while this process's database does not answer (calls wait for it), else 0",
+            m.store_unreachable.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -214,6 +235,20 @@ impl Metrics {
         if let Some(c) = clock_mhz {
             self.clock.get_or_create(&label).set(c);
         }
+    }
+
+    /// What is known of the store's outages (kept by the store's own layer, read when scraped):
+    /// how many began, their length in all so far, and whether one is under way.
+    pub fn set_store_outages(&self, count: u64, seconds: f64, unreachable: bool) {
+        let seen = self.store_outages.get();
+        if count > seen {
+            self.store_outages.inc_by(count - seen);
+        }
+        let counted = self.store_outage_seconds.get();
+        if seconds > counted {
+            self.store_outage_seconds.inc_by(seconds - counted);
+        }
+        self.store_unreachable.set(i64::from(unreachable));
     }
 
     /// Replaces the jobs-per-state gauges with a fresh reading: `(session, state, count)`.

@@ -26,12 +26,14 @@ use crate::{Batch, BuildRecord, Change, Store, StoreError};
 
 mod catalog;
 mod commands;
+mod outage;
 mod outbox;
 mod presence;
 mod search_states;
 mod transitions;
 pub use catalog::*;
 pub use commands::*;
+pub use outage::*;
 pub use outbox::*;
 pub use presence::*;
 pub use search_states::*;
@@ -85,6 +87,7 @@ macro_rules! store_conformance_tests {
             the_first_reply_of_a_command_is_kept,
             a_cancelled_session_stays_cancelled,
             a_shipped_file_is_whole_only_with_every_part,
+            an_outage_extends_in_flight_leases_set_before_it,
         );
     };
 }

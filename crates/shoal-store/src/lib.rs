@@ -27,6 +27,7 @@ pub mod conformance;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 pub mod outbox;
+pub mod patient;
 mod presence;
 mod shipped;
 #[cfg(feature = "sqlite")]
@@ -132,6 +133,9 @@ macro_rules! delegating_store {
         async fn renew_leases(&self, renewals: &[$crate::LeaseRenewal]) -> $crate::Result<u64> {
             self.$field.renew_leases(renewals).await
         }
+        async fn extend_leases(&self, by_ms: i64, changed_before_ms: i64) -> $crate::Result<u64> {
+            self.$field.extend_leases(by_ms, changed_before_ms).await
+        }
         async fn unsent(&self, before_ms: i64, limit: u32) -> $crate::Result<Vec<$crate::__model::Job>> {
             self.$field.unsent(before_ms, limit).await
         }
@@ -221,6 +225,17 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The server could not be reached: the connection was refused, reset or lost, or the
+    /// server is shutting down. An outage to wait out, not an answer: [`patient::PatientStore`]
+    /// retries these. `uncertain` is set when it was the commit that failed, so the operation
+    /// may or may not have applied.
+    #[error("store: {context}: the database does not answer: {source}")]
+    Unreachable {
+        context: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+        uncertain: bool,
+    },
     #[error("store: {0}")]
     Invalid(String),
     #[error(
@@ -230,6 +245,12 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the server could not be reached (see [`StoreError::Unreachable`]), as opposed to
+    /// answering with a refusal or an error: only the first is worth waiting out.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, StoreError::Unreachable { .. })
+    }
+
     pub fn backend(
         context: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
@@ -404,6 +425,11 @@ pub trait Store: Send + Sync + 'static {
     /// Renews leases (see [`LeaseRenewal`]); returns how many jobs were still in the state and
     /// at the attempt named, and so renewed.
     async fn renew_leases(&self, renewals: &[LeaseRenewal]) -> Result<u64>;
+    /// Moves the lease deadline of every in-flight job last changed before `changed_before_ms`
+    /// later by `by_ms`; returns how many. After an outage of the store (see [`patient`]), whose
+    /// length no lease should have counted: the heartbeats and replies that would have renewed
+    /// or settled them were held, not lost.
+    async fn extend_leases(&self, by_ms: i64, changed_before_ms: i64) -> Result<u64>;
 
     /// Jobs owed a request (see [`outbox`]) since before `before_ms`, oldest first, at most
     /// `limit`, each as it is now: in the queued state and at the attempt the request is for.

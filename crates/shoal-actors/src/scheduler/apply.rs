@@ -102,8 +102,9 @@ impl Inner {
         let mut delay = Duration::from_millis(100);
         loop {
             match op().await {
-                Err(ActorError::Store(e @ StoreError::Backend { .. }))
-                    if Instant::now() < give_up && !stop.is_triggered() =>
+                Err(ActorError::Store(
+                    e @ (StoreError::Backend { .. } | StoreError::Unreachable { .. }),
+                )) if Instant::now() < give_up && !stop.is_triggered() =>
                 {
                     tracing::warn!(error = %e, what, retry_in_ms = delay.as_millis() as u64, "store unreachable; replies held, retrying");
                     tokio::time::sleep(delay).await;

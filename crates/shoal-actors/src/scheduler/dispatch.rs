@@ -397,8 +397,25 @@ impl Inner {
         Ok(())
     }
 
-    /// Expired leases: back to the start of the phase, counted as a retry.
+    /// Expired leases: back to the start of the phase, counted as a retry. First, if the store
+    /// did not answer for a while since the last sweep, every in-flight lease moves later by that
+    /// long: the heartbeats and replies that would have renewed or settled them were held, not
+    /// lost, and are applied as the store answers again; a job whose worker died meanwhile still
+    /// comes back a running lease after the outage.
     pub(super) async fn sweep_leases(&self) -> Result<(), ActorError> {
+        let ended = shoal_store::patient::outages().ended_total;
+        let outage = ended.saturating_sub(self.outage_seen.replace(ended));
+        if !outage.is_zero() {
+            let moved = self
+                .store
+                .extend_leases(outage.as_millis() as i64, self.now())
+                .await?;
+            tracing::warn!(
+                outage_s = outage.as_secs_f64(),
+                leases = moved,
+                "the database did not answer for a while: the leases of the jobs in flight move later by that long"
+            );
+        }
         let expired = self.store.expired_leases(self.now(), 1000).await?;
         let served: HashSet<SessionId> = self.config.sessions.iter().copied().collect();
         let serves_all = served.is_empty();

@@ -95,9 +95,11 @@ pub struct SchedulerConfig {
     pub result_batch: usize,
     /// Delivery limit of the queues this Scheduler declares.
     pub delivery_limit: u32,
-    /// How long an unreachable store is retried, with backoff, while the replies are held
-    /// (neither acked nor given back, so no delivery limit counts the outage) before the
-    /// results loop fails and its supervisor takes over.
+    /// How long a store that fails is retried, with backoff, while the replies are held
+    /// (neither acked nor given back, so no delivery limit counts it) before the results loop
+    /// fails and its supervisor takes over. The cluster's store first waits out an outage on
+    /// its own ([`shoal_store::patient`]): this bounds the errors that remain (a full disk
+    /// under SQLite, a database past its patience).
     pub store_retry_for: Duration,
     /// How long the Scheduler's task may fail run after run before it gives up and the process
     /// ends non-zero (see [`Backoff::give_up_after`]).
@@ -212,6 +214,9 @@ struct Inner {
     /// Outcomes of jobs that became final, per session that has (or may have) a search, as
     /// `apply_counted` applied them: each search takes its own on its next turn.
     outcomes: RefCell<HashMap<SessionId, search::Outcomes>>,
+    /// How long the store's outages that ended have lasted in all, as of the last lease sweep
+    /// (see [`Inner::sweep_leases`]).
+    outage_seen: std::cell::Cell<Duration>,
 }
 
 /// Jobs of a session in the compile phase (queued or compiling) and in the eval phase.
@@ -314,6 +319,7 @@ impl Inner {
             consumers: RefCell::default(),
             searches: RefCell::default(),
             outcomes: RefCell::default(),
+            outage_seen: std::cell::Cell::new(shoal_store::patient::outages().ended_total),
         })
     }
 

@@ -21,6 +21,7 @@ use anyhow::{bail, Context};
 use serde::Deserialize;
 use shoal_bus::Bus;
 use shoal_model::queue::Namespace;
+use shoal_store::patient::PatientStore;
 use shoal_store::{SqliteStore, Store};
 
 mod url;
@@ -112,17 +113,22 @@ pub async fn open_store_url(
     wait: Duration,
 ) -> anyhow::Result<Arc<dyn Store>> {
     let store: Arc<dyn Store> = match store_url(what, url)? {
-        StoreUrl::Mysql => Arc::new(
-            shoal_store::mysql::MysqlStore::connect_with(
-                url,
-                shoal_store::mysql::MysqlOptions {
-                    connect_wait: wait,
-                    ..Default::default()
-                },
-            )
-            .await
-            .with_context(|| format!("connecting to {}", redact(url)))?,
-        ),
+        // A server's outage, once connected, is waited out call by call (see
+        // `shoal_store::patient`): the cluster's processes pause instead of failing.
+        StoreUrl::Mysql => Arc::new(PatientStore::new(
+            Arc::new(
+                shoal_store::mysql::MysqlStore::connect_with(
+                    url,
+                    shoal_store::mysql::MysqlOptions {
+                        connect_wait: wait,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .with_context(|| format!("connecting to {}", redact(url)))?,
+            ),
+            shoal_store::patient::DEFAULT_PATIENCE,
+        )),
         StoreUrl::Sqlite(path) => Arc::new(
             SqliteStore::open(&path).with_context(|| format!("opening {}", path.display()))?,
         ),

@@ -158,14 +158,32 @@ fn retryable(e: &mysql_async::Error) -> bool {
     }
 }
 
-/// Whether `e` says the server could not be reached, as opposed to refusing us (a bad
-/// password, an unknown database): only the first is worth waiting out.
-fn unreachable(e: &StoreError) -> bool {
+/// Whether `e` says the server could not be reached (the connection was refused, reset or lost,
+/// the server is shutting down), as opposed to refusing us (a bad password, an unknown
+/// database) or losing a lock conflict: only the first is an outage to wait out.
+fn connection_lost(e: &mysql_async::Error) -> bool {
+    use mysql_async::Error;
     match e {
-        StoreError::Backend { source, .. } => source
-            .downcast_ref::<mysql_async::Error>()
-            .is_some_and(retryable),
-        _ => false,
+        Error::Server(s) => matches!(s.code, 1053 | 1927 | 2006 | 2013),
+        _ => retryable(e),
+    }
+}
+
+/// `e` as a [`StoreError`]: [`StoreError::Unreachable`] when the server could not be reached.
+fn db_error(what: impl Into<String>, e: mysql_async::Error, uncertain: bool) -> StoreError {
+    if connection_lost(&e) {
+        StoreError::Unreachable {
+            context: what.into(),
+            source: Box::new(e),
+            uncertain,
+        }
+    } else if uncertain {
+        StoreError::backend(
+            format!("{}: the commit failed, so it may or may not have applied", what.into()),
+            e,
+        )
+    } else {
+        StoreError::backend(what, e)
     }
 }
 
@@ -303,7 +321,7 @@ impl MysqlStore {
                 .await;
             match first {
                 Ok(found) => break found,
-                Err(e) if unreachable(&e) && tokio::time::Instant::now() + pause < deadline => {
+                Err(e) if e.is_unreachable() && tokio::time::Instant::now() + pause < deadline => {
                     tracing::warn!(location = %store.location, error = %e, retry_in = ?pause,
                                    "database unreachable");
                     tokio::time::sleep(pause).await;
@@ -409,6 +427,15 @@ impl MysqlStore {
                 context: format!("{context} ({})", self.location),
                 source,
             },
+            StoreError::Unreachable {
+                context,
+                source,
+                uncertain,
+            } => StoreError::Unreachable {
+                context: format!("{context} ({})", self.location),
+                source,
+                uncertain,
+            },
             other => other,
         }
     }
@@ -473,13 +500,8 @@ impl MysqlStore {
                     tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
                     attempt += 1;
                 }
-                OpError::Db(e) => return Err(StoreError::backend(what, e)),
-                OpError::Commit(e) => {
-                    return Err(StoreError::backend(
-                        format!("{what}: the commit failed, so it may or may not have applied"),
-                        e,
-                    ))
-                }
+                OpError::Db(e) => return Err(db_error(what, e, false)),
+                OpError::Commit(e) => return Err(db_error(what, e, true)),
                 OpError::Store(e) => return Err(e),
             }
         }

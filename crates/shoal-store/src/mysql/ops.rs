@@ -443,6 +443,19 @@ pub(crate) async fn expired_leases(mut conn: Conn, now_ms: i64, limit: u32) -> O
     jobs(conn.exec(q::EXPIRED_LEASES, params).await?)
 }
 
+/// Moves in-flight leases later by an outage's length (see [`crate::Store::extend_leases`]).
+pub(crate) async fn extend_leases(
+    mut conn: Conn,
+    by_ms: i64,
+    changed_before_ms: i64,
+) -> OpResult<u64> {
+    let mut params = vec![int(by_ms)];
+    params.extend(in_flight_states());
+    params.push(int(changed_before_ms));
+    conn.exec_drop(q::EXTEND_LEASES, params).await?;
+    Ok(conn.affected_rows())
+}
+
 pub(crate) async fn state_counts(
     mut conn: Conn,
     session: SessionId,

@@ -161,6 +161,11 @@ pub const EXPIRED_LEASES: &str = concat!(
      ORDER BY lease_deadline_ms, id LIMIT ?"
 );
 
+/// After a store outage: every in-flight lease set before it ended moves later by the outage's
+/// length ((by, states ×4, changed before)). The rows are found through `job_by_lease`.
+pub const EXTEND_LEASES: &str = "UPDATE job SET lease_deadline_ms = lease_deadline_ms + ? \
+     WHERE state IN (?, ?, ?, ?) AND lease_deadline_ms IS NOT NULL AND updated_ms < ?";
+
 /// Hot: progress reports. Covered by `job_by_state`.
 /// When each of a session's jobs finished, from a time on: `shoal status`'s rate.
 pub const FINISH_TIMES: &str = "SELECT finished_ms FROM job \

@@ -156,6 +156,13 @@ impl Store for MysqlStore {
             .await
     }
 
+    async fn extend_leases(&self, by_ms: i64, changed_before_ms: i64) -> Result<u64> {
+        self.run("extending leases after an outage", |c| {
+            ops::extend_leases(c, by_ms, changed_before_ms)
+        })
+        .await
+    }
+
     async fn unsent(&self, before_ms: i64, limit: u32) -> Result<Vec<Job>> {
         self.run("reading the outbox", |c| apply::unsent(c, before_ms, limit))
             .await

@@ -440,6 +440,13 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn extend_leases(&self, by_ms: i64, changed_before_ms: i64) -> Result<u64> {
+        self.run("extending leases", move |c| {
+            ops::extend_leases(c, by_ms, changed_before_ms)
+        })
+        .await
+    }
+
     async fn unsent(&self, before_ms: i64, limit: u32) -> Result<Vec<Job>> {
         self.run("reading the outbox", move |c| {
             ops::unsent(c, before_ms, limit)

@@ -286,6 +286,14 @@ pub(crate) fn expired_leases(conn: &Connection, now_ms: i64, limit: u32) -> Resu
         .ctx("listing expired leases")
 }
 
+pub(crate) fn extend_leases(conn: &Connection, by_ms: i64, changed_before_ms: i64) -> Result<u64> {
+    let [a, b, c, d] = in_flight_states();
+    conn.prepare_cached(q::EXTEND_LEASES)
+        .and_then(|mut st| st.execute(params![by_ms, a, b, c, d, changed_before_ms]))
+        .map(|n| n as u64)
+        .ctx("extending leases after an outage")
+}
+
 pub(crate) fn renew_leases(conn: &mut Connection, renewals: &[crate::LeaseRenewal]) -> Result<u64> {
     let what = "renewing leases";
     let tx = begin(conn, what)?;

@@ -152,6 +152,10 @@ pub(crate) const INSERT_ARTIFACT: &str = "INSERT OR IGNORE INTO artifact (hash, 
 pub(crate) const ARTIFACT: &str = "SELECT bytes FROM artifact WHERE hash = ?1";
 
 /// A heartbeat's lease renewal: (deadline, job, state, attempt). Only ever later.
+/// Every in-flight lease set before a store outage ended, later by its length (see the MySQL
+/// store's `EXTEND_LEASES`).
+pub(crate) const EXTEND_LEASES: &str = "UPDATE job SET lease_deadline_ms = lease_deadline_ms + ?1 \
+     WHERE state IN (?2, ?3, ?4, ?5) AND lease_deadline_ms IS NOT NULL AND updated_ms < ?6";
 pub(crate) const RENEW_LEASE: &str = "UPDATE job SET lease_deadline_ms = ?1 \
      WHERE id = ?2 AND state = ?3 AND attempt = ?4 AND COALESCE(lease_deadline_ms, 0) < ?1";
 
