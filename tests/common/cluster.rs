@@ -62,9 +62,15 @@ pub fn write_private(path: &Path, text: &str) {
 
 impl Cluster {
     pub fn new(name: &str, dir: &Path) -> Cluster {
+        let mysql_server = test_url("SHOAL_TEST_MYSQL", "mysql://root@127.0.0.1:3306");
+        Cluster::on_mysql(name, dir, mysql_server)
+    }
+
+    /// A cluster whose database is on `mysql_server` (a server of the test's own, which it may
+    /// stop) instead of the shared one.
+    pub fn on_mysql(name: &str, dir: &Path, mysql_server: String) -> Cluster {
         let tag = format!("{name}{}", std::process::id());
         let amqp = test_url("SHOAL_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/%2f");
-        let mysql_server = test_url("SHOAL_TEST_MYSQL", "mysql://root@127.0.0.1:3306");
         let database = format!("shoal_{tag}");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod own_mariadb;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -111,8 +111,7 @@ where
             Err(
                 e @ (shoal_store::StoreError::Backend { .. }
                 | shoal_store::StoreError::Unreachable { .. }),
-            ) if tokio::time::Instant::now() < give_up && !stop.is_triggered() =>
-            {
+            ) if tokio::time::Instant::now() < give_up && !stop.is_triggered() => {
                 tracing::warn!(error = %e, retry_in = ?delay, "store unreachable; the command waits");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));

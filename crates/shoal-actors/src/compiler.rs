@@ -161,7 +161,15 @@ async fn compile_loop(
             Err(BuildEnd::StoreGone(e)) => {
                 let reason = format!("{} could not store the artifact: {e}", cfg.worker);
                 tracing::warn!(build = %req.build_key, reason = %reason, "jobs handed back");
-                crate::hand_back(&*cfg.bus, req.session, Phase::Compile, &req.jobs, reason, &cfg.worker).await?;
+                crate::hand_back(
+                    &*cfg.bus,
+                    req.session,
+                    Phase::Compile,
+                    &req.jobs,
+                    reason,
+                    &cfg.worker,
+                )
+                .await?;
                 delivery.ack().await?;
                 continue;
             }
@@ -272,7 +280,11 @@ async fn build(
     let artifact = backend
         .build(req.step, &req.config_params, &req.compile_params, &ctx)
         .await?;
-    match cfg.store.put_artifact(&artifact.hash, &artifact.packed).await {
+    match cfg
+        .store
+        .put_artifact(&artifact.hash, &artifact.packed)
+        .await
+    {
         Ok(_) => Ok(artifact.hash),
         Err(e) if e.is_unreachable() => Err(BuildEnd::StoreGone(e.into())),
         Err(e) => Err(BuildEnd::Failed(FailureKind::Infrastructure, e.to_string())),

@@ -283,8 +283,15 @@ async fn eval_requests(
                 why.unwrap_or_default()
             );
             tracing::warn!(items = store_gone.len(), reason = %reason, "items handed back");
-            crate::hand_back(&*cfg.bus, req.session, Phase::Eval, &store_gone, reason, &cfg.worker)
-                .await?;
+            crate::hand_back(
+                &*cfg.bus,
+                req.session,
+                Phase::Eval,
+                &store_gone,
+                reason,
+                &cfg.worker,
+            )
+            .await?;
             if outcomes.is_empty() {
                 delivery.ack().await?;
                 continue;

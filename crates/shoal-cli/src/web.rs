@@ -201,7 +201,10 @@ async fn reading<T>(work: impl std::future::Future<Output = T>) -> Result<T, Res
             Some(m) => waiting(&m),
             None => failure(
                 StatusCode::GATEWAY_TIMEOUT,
-                &format!("the database took longer than {} s to answer", PAGE_WAIT.as_secs()),
+                &format!(
+                    "the database took longer than {} s to answer",
+                    PAGE_WAIT.as_secs()
+                ),
             ),
         }),
     }

@@ -200,8 +200,13 @@ impl PatientStore {
             match op().await {
                 Err(e) if e.is_unreachable() => {
                     unanswered(&self.location, &e);
-                    if matches!(e, StoreError::Unreachable { uncertain: true, .. })
-                        || !self.pause(&mut pause, give_up).await
+                    if matches!(
+                        e,
+                        StoreError::Unreachable {
+                            uncertain: true,
+                            ..
+                        }
+                    ) || !self.pause(&mut pause, give_up).await
                     {
                         return Err(e);
                     }
@@ -239,7 +244,9 @@ impl PatientStore {
     async fn apply_after_uncertain_commit(&self, batch: &Batch) -> Result<Vec<bool>> {
         let mut landed = Vec::with_capacity(batch.changes.len());
         for c in &batch.changes {
-            let now = self.patiently(|| self.inner.job_progress(c.transition.job)).await?;
+            let now = self
+                .patiently(|| self.inner.job_progress(c.transition.job))
+                .await?;
             landed.push(now == Some((c.transition.to, c.transition.next_attempt())));
         }
         let again = self.patiently(|| self.inner.apply(batch)).await?;
@@ -273,9 +280,11 @@ impl Store for PatientStore {
         let mut tries = 1;
         loop {
             match patiently!(self.create_session(session)) {
-                Err(e @ StoreError::Unreachable {
-                    uncertain: true, ..
-                }) => {
+                Err(
+                    e @ StoreError::Unreachable {
+                        uncertain: true, ..
+                    },
+                ) => {
                     if let Some(s) = patiently!(self.find_session(session))? {
                         return Ok(s.id);
                     }

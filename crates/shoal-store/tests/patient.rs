@@ -99,10 +99,21 @@ async fn an_outage_is_waited_out_and_recorded() {
     f.down.store(3, Ordering::SeqCst);
     let store = patient(&f, Duration::from_secs(30));
     assert!(store.apply(&nothing()).await.unwrap().is_empty());
-    assert_eq!(f.calls.load(Ordering::SeqCst), 4, "three failures, then the answer");
+    assert_eq!(
+        f.calls.load(Ordering::SeqCst),
+        4,
+        "three failures, then the answer"
+    );
     let after = outages();
-    assert_eq!(after.count, before.count + 1, "one outage, however many calls failed");
-    assert!(after.ended_total > before.ended_total, "its length is recorded");
+    assert_eq!(
+        after.count,
+        before.count + 1,
+        "one outage, however many calls failed"
+    );
+    assert!(
+        after.ended_total > before.ended_total,
+        "its length is recorded"
+    );
     assert_eq!(after.current, None, "and it is over");
     assert_eq!(after.location, "mysql://test@db:3306/t");
 

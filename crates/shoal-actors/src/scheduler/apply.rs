@@ -104,8 +104,7 @@ impl Inner {
             match op().await {
                 Err(ActorError::Store(
                     e @ (StoreError::Backend { .. } | StoreError::Unreachable { .. }),
-                )) if Instant::now() < give_up && !stop.is_triggered() =>
-                {
+                )) if Instant::now() < give_up && !stop.is_triggered() => {
                     tracing::warn!(error = %e, what, retry_in_ms = delay.as_millis() as u64, "store unreachable; replies held, retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));

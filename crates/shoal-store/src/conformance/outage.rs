@@ -13,9 +13,21 @@ pub async fn an_outage_extends_in_flight_leases_set_before_it(store: &dyn Store)
     let done = one_job(store, &w, "3").await;
     assert!(step(store, tr(queued, New, 0, CompileQueued).with_lease(1_000)).await);
     assert!(step(store, tr(running, New, 0, CompileQueued).with_lease(1_000)).await);
-    assert!(step(store, tr(running, CompileQueued, 1, Compiling).with_lease(2_000)).await);
+    assert!(
+        step(
+            store,
+            tr(running, CompileQueued, 1, Compiling).with_lease(2_000)
+        )
+        .await
+    );
     assert!(step(store, tr(done, New, 0, CompileQueued).with_lease(1_000)).await);
-    assert!(step(store, tr(done, CompileQueued, 1, Compiled).with_lease(3_000)).await);
+    assert!(
+        step(
+            store,
+            tr(done, CompileQueued, 1, Compiled).with_lease(3_000)
+        )
+        .await
+    );
     let lease = |j: Option<shoal_model::Job>| j.unwrap().lease_deadline_ms;
 
     // Changed after the "outage" (its end is before every change): nothing moves.

@@ -179,7 +179,10 @@ fn db_error(what: impl Into<String>, e: mysql_async::Error, uncertain: bool) -> 
         }
     } else if uncertain {
         StoreError::backend(
-            format!("{}: the commit failed, so it may or may not have applied", what.into()),
+            format!(
+                "{}: the commit failed, so it may or may not have applied",
+                what.into()
+            ),
             e,
         )
     } else {

@@ -1,0 +1,220 @@
+//! A database outage costs a cluster session no more than its own length (issue 33).
+//!
+//! A real cluster of `shoal worker` processes (scheduler, compile, two evals) on the shared
+//! RabbitMQ and a MariaDB server of this test's own, which it SIGKILLs mid-session and starts
+//! again on the same data 12 s later. The same load runs once without the fault. Then:
+//! - `shoal tune --cluster` finishes with every result, and said while it waited that the
+//!   database did not answer and nothing is lost;
+//! - nothing is lost, doubled, errored by the machinery, or dead-lettered;
+//! - the Scheduler rode the outage out in one run of its loop (no restart), and its `/metrics`
+//!   counted the outage and its length;
+//! - the faulted session took at most the outage plus 30 s longer than the fault-free one.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::own_mariadb::OwnMariadb;
+use shoal_model::JobState;
+
+/// How long the database is away.
+const OUTAGE: Duration = Duration::from_secs(12);
+/// What the session may take at most, in any case.
+const BOUND: Duration = Duration::from_secs(600);
+
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    reply
+}
+
+/// The value of the first sample line that starts with `prefix`.
+fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// What one session showed.
+struct Session {
+    secs: f64,
+    tune_stderr: String,
+    metrics: String,
+    scheduler_log: String,
+}
+
+/// Runs the chaos suite's short load (1,200 jobs) on a fresh cluster; `fault` is called once a
+/// tenth of the jobs are done, with the database.
+fn session(
+    db: &mut OwnMariadb,
+    dir: &Path,
+    name: &str,
+    fault: impl FnOnce(&mut OwnMariadb),
+) -> Session {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut cluster = Cluster::on_mysql(name, dir, db.server_url());
+    let metrics_port = free_port();
+    cluster.start_worker(
+        "scheduler",
+        &[],
+        &[
+            "--role",
+            "scheduler",
+            "--metrics-addr",
+            &metrics_port.to_string(),
+        ],
+    );
+    cluster.start_worker("compile", &[], &["--role", "compile", "-j", "2"]);
+    cluster.start_worker("eval1", &[], &["--role", "eval", "--host", "e1"]);
+    cluster.start_worker("eval2", &[], &["--role", "eval", "--host", "e2"]);
+    let stderr = dir.join("tune.log");
+    let mut tune = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    tune.current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .args(["tune", "--cluster", "--out", "out"])
+        .arg(common::fixture("chaos/short.toml"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    cluster.env(&mut tune);
+    let t0 = Instant::now();
+    let mut tune = tune.spawn().unwrap();
+    // Mid-session: once a tenth of the jobs are final.
+    let reader = cluster.store();
+    let mut fault = Some(fault);
+    let status = loop {
+        if let Some(status) = tune.try_wait().unwrap() {
+            break status;
+        }
+        if fault.is_some() {
+            let done: u64 = reader
+                .sessions()
+                .first()
+                .map(|s| {
+                    reader
+                        .state_counts(s.id)
+                        .iter()
+                        .filter(|(st, _)| st.is_terminal())
+                        .map(|(_, n)| n)
+                        .sum()
+                })
+                .unwrap_or(0);
+            if done >= 120 {
+                (fault.take().unwrap())(db);
+            }
+        }
+        assert!(
+            t0.elapsed() < BOUND,
+            "the session did not end within {BOUND:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    let tune_stderr = std::fs::read_to_string(&stderr).unwrap();
+    assert!(
+        status.success(),
+        "shoal tune --cluster failed:\n{tune_stderr}"
+    );
+    assert!(fault.is_none(), "the session ended before the fault");
+    let metrics = scrape(metrics_port);
+
+    // Every job final with its one result; none errored by the machinery.
+    let reader = cluster.store();
+    let session = reader.sessions()[0].id;
+    let results = reader.final_results(session);
+    assert_eq!(results.len(), 1200);
+    let lost: Vec<_> = results
+        .iter()
+        .filter(|r| r.state != JobState::Evaluated || r.outcome.is_none())
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} jobs without their result: {:?}",
+        lost.len(),
+        lost.first()
+    );
+    // Nothing of the cluster's own was dead-lettered.
+    let mut dead = Command::new(env!("CARGO_BIN_EXE_shoal"));
+    dead.current_dir(dir).args(["dead-letters", "--json"]);
+    cluster.env(&mut dead);
+    let out = common::run_ok(&mut dead);
+    let dead: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(dead["held"], 0, "dead-lettered: {dead:#}");
+    cluster.stop_workers(Duration::from_secs(60));
+    Session {
+        secs,
+        tune_stderr,
+        metrics,
+        scheduler_log: cluster.log("scheduler"),
+    }
+}
+
+#[test]
+fn a_database_outage_costs_no_more_than_its_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut db) = OwnMariadb::start(&dir.path().join("mariadb")) else {
+        return;
+    };
+    let faultfree = session(&mut db, &dir.path().join("ff"), "soff", |_| {});
+    let mut outage = Duration::ZERO;
+    let faulted = session(&mut db, &dir.path().join("fx"), "sofx", |db| {
+        let t = Instant::now();
+        db.kill();
+        std::thread::sleep(OUTAGE);
+        db.restart();
+        outage = t.elapsed();
+    });
+    eprintln!(
+        "fault-free {:.1} s; with a {:.1} s database outage {:.1} s",
+        faultfree.secs,
+        outage.as_secs_f64(),
+        faulted.secs
+    );
+
+    // The operator was told, and the command carried on.
+    assert!(
+        faulted.tune_stderr.contains("does not answer")
+            && faulted.tune_stderr.contains("nothing is lost"),
+        "tune --cluster did not say it waits for the database:\n{}",
+        faulted.tune_stderr
+    );
+    // The Scheduler waited in one run of its loop, and counted the outage.
+    assert!(
+        !faulted.scheduler_log.contains("restarting"),
+        "the Scheduler's loop restarted:\n{}",
+        faulted.scheduler_log
+    );
+    let outages = metric(&faulted.metrics, "shoal_store_outages_total").unwrap_or(0.0);
+    let secs = metric(&faulted.metrics, "shoal_store_outage_seconds_total").unwrap_or(0.0);
+    assert!(outages >= 1.0, "{}", faulted.metrics);
+    assert!(secs >= OUTAGE.as_secs_f64() - 2.0, "outage seconds {secs}");
+    assert_eq!(
+        metric(&faulted.metrics, "shoal_store_unreachable"),
+        Some(0.0)
+    );
+    // At most its length plus 30 s over the fault-free session.
+    assert!(
+        faulted.secs - outage.as_secs_f64() <= faultfree.secs + 30.0,
+        "a {:.1} s outage cost {:.1} s over the fault-free {:.1} s",
+        outage.as_secs_f64(),
+        faulted.secs - faultfree.secs,
+        faultfree.secs
+    );
+}
