@@ -37,7 +37,13 @@ pub async fn store_for_reading(db: &Path, cluster: bool) -> anyhow::Result<Arc<d
     let url = settings.db.as_ref().ok_or_else(|| {
         anyhow::anyhow!("--cluster: no database configured (SHOAL_DB or `db` in the config file)")
     })?;
-    crate::connect::open_store_url(&settings.db_from, url, Duration::ZERO).await
+    // A database that does not answer yet is waited for, saying so (see `waiting`).
+    crate::waiting::on_stderr(crate::connect::open_store_url(
+        &settings.db_from,
+        url,
+        shoal_store::patient::DEFAULT_PATIENCE,
+    ))
+    .await
 }
 
 pub async fn workers(args: WorkersArgs, db: &Path) -> anyhow::Result<ExitCode> {

@@ -129,8 +129,9 @@ fn stopping() -> bool {
     *stop_cell().borrow()
 }
 
-/// The store did not answer: the outage begins, if it had not.
-fn unanswered(location: &str, e: &StoreError) {
+/// The store did not answer: the outage begins, if it had not. (Also called by a store that
+/// waits for its server at start-up.)
+pub(crate) fn unanswered(location: &str, e: &StoreError) {
     let mut s = state().lock().unwrap_or_else(PoisonError::into_inner);
     s.last_error = short_error(e);
     if s.since.is_none() {
@@ -145,7 +146,7 @@ fn unanswered(location: &str, e: &StoreError) {
 }
 
 /// The store answered: the outage, if there was one, ends.
-fn answered() {
+pub(crate) fn answered() {
     let mut s = state().lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(since) = s.since.take() {
         let lasted = since.elapsed();

@@ -143,9 +143,18 @@ pub async fn store_from_env() -> anyhow::Result<Arc<dyn Store>> {
         bail!("no database: set SHOAL_DB (e.g. mysql://shoal:…@db-host:3306/shoal) or `db` in the config file");
     };
     require_cluster_store(&settings.db_from, &url)?;
-    let store = open_store_url(&settings.db_from, &url, Duration::ZERO).await?;
-    store.migrate().await?;
-    Ok(store)
+    // A database that does not answer yet is waited for, saying so (see `waiting`).
+    crate::waiting::on_stderr(async {
+        let store = open_store_url(
+            &settings.db_from,
+            &url,
+            shoal_store::patient::DEFAULT_PATIENCE,
+        )
+        .await?;
+        store.migrate().await?;
+        Ok(store)
+    })
+    .await
 }
 
 /// The cluster bus from the settings, for commands that talk to a running cluster (`export

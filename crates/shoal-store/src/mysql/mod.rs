@@ -323,10 +323,15 @@ impl MysqlStore {
                 })
                 .await;
             match first {
-                Ok(found) => break found,
+                Ok(found) => {
+                    crate::patient::answered();
+                    break found;
+                }
                 Err(e) if e.is_unreachable() && tokio::time::Instant::now() + pause < deadline => {
-                    tracing::warn!(location = %store.location, error = %e, retry_in = ?pause,
-                                   "database unreachable");
+                    // Recorded as an outage: said once, counted, shown by operators' commands.
+                    crate::patient::unanswered(&store.location, &e);
+                    tracing::debug!(location = %store.location, error = %e, retry_in = ?pause,
+                                    "database unreachable");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(5));
                 }
