@@ -181,9 +181,15 @@ impl Inner {
                 building.remove(&k);
             }
         }
-        for ((d, stale, id), applied) in held.into_iter().zip(applied_any) {
-            match stale {
-                Some(reason) if !applied => refuse(d, reason).await?,
+        for ((d, unapplied, id), applied) in held.into_iter().zip(applied_any) {
+            match unapplied {
+                Unapplied::Stale(reason) | Unapplied::Refused(reason) if !applied => {
+                    refuse(d, reason).await?
+                }
+                Unapplied::Superseded(reason) if !applied => {
+                    tracing::info!(%reason, "late reply of a lease taken over after a redelivery; dropped");
+                    d.ack().await?
+                }
                 _ => d.ack().await?,
             }
             // Settled: a copy of it from now on is a replay.
@@ -289,8 +295,21 @@ struct Gathered {
     finished_builds: Vec<(SessionId, String)>,
     /// Renewals, with the worker and the sender of the heartbeat that asks for each.
     renewed: Vec<(LeaseRenewal, String, Arc<str>)>,
-    /// (delivery, what to call it if none of its changes applies, its message id)
-    held: Vec<(Delivery, Option<String>, MessageId)>,
+    /// (delivery, what becomes of it if none of its changes applies, its message id)
+    held: Vec<(Delivery, Unapplied, MessageId)>,
+}
+
+/// What becomes of a reply none of whose changes applied.
+enum Unapplied {
+    /// Nothing to say (a started notice or a heartbeat that changed nothing): acked.
+    Fine,
+    /// Stale (none of its jobs is at the attempt it names): dead-lettered with this reason.
+    Stale(String),
+    /// Refused for not coming from the lease holder: dead-lettered with this reason.
+    Refused(String),
+    /// The late reply of a lease another worker of the same sender took over after the broker
+    /// gave the request back ([`Refused::superseded`]): acked, and logged with this reason.
+    Superseded(String),
 }
 
 impl Gathered {
@@ -324,8 +343,8 @@ impl Gathered {
                 .map(|r| (r, worker.to_string(), sent.publisher.clone())),
         );
         let stale_if_unapplied = match reply {
-            ReplyBody::Started { .. } | ReplyBody::Heartbeat { .. } => None,
-            r => Some(format!(
+            ReplyBody::Started { .. } | ReplyBody::Heartbeat { .. } => Unapplied::Fine,
+            r => Unapplied::Stale(format!(
                 "stale {}: no job of it is at the attempt it names",
                 r.kind()
             )),
@@ -348,13 +367,23 @@ impl Gathered {
 }
 
 /// A reply none of whose changes applies is dead-lettered: says why, if it was refused for not
-/// coming from the lease holder.
-fn note_refused(held: &mut [(Delivery, Option<String>, MessageId)], refused: Vec<Refused<Tag>>) {
+/// coming from the lease holder; unless every refusal of it was of a lease taken over by its own
+/// sender (a failover's late reply), which is dropped instead.
+fn note_refused(held: &mut [(Delivery, Unapplied, MessageId)], refused: Vec<Refused<Tag>>) {
     for r in refused {
-        if let Some(i) = r.tag.origin {
-            tracing::warn!(reason = %r.reason, "result refused");
-            if let Some(stale) = &mut held[i].1 {
-                *stale = format!("not from the lease holder: {}", r.reason);
+        let Some(i) = r.tag.origin else {
+            continue;
+        };
+        let reason = format!("not from the lease holder: {}", r.reason);
+        match &held[i].1 {
+            Unapplied::Fine | Unapplied::Refused(_) => {}
+            Unapplied::Stale(_) | Unapplied::Superseded(_) if r.superseded => {
+                tracing::info!(reason = %r.reason, "result of a lease taken over refused");
+                held[i].1 = Unapplied::Superseded(reason);
+            }
+            Unapplied::Stale(_) | Unapplied::Superseded(_) => {
+                tracing::warn!(reason = %r.reason, "result refused");
+                held[i].1 = Unapplied::Refused(reason);
             }
         }
     }
