@@ -241,7 +241,12 @@ fn killing_the_node_that_leads_the_queues_costs_seconds() {
         eprintln!("SKIPPED broker_cluster: {why}; this test starts a RabbitMQ cluster of its own");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let mut dir = tempfile::tempdir().unwrap();
+    // SHOAL_KEEP_TEST_DIR=1 keeps the logs (workers', nodes') for a look afterwards.
+    if std::env::var_os("SHOAL_KEEP_TEST_DIR").is_some() {
+        dir.disable_cleanup(true);
+        eprintln!("broker_cluster: keeping {}", dir.path().display());
+    }
     let d = dir.path();
     let t_start = Instant::now();
     let brokers = Brokers::start(d.join("brokers"));
