@@ -224,6 +224,11 @@ impl StoreReader {
         self.rt.block_on(self.store.final_results(session)).unwrap()
     }
 
+    pub fn results(&self, job: shoal_model::JobId) -> Vec<shoal_model::ResultRow> {
+        use shoal_store::Store;
+        self.rt.block_on(self.store.results(job)).unwrap()
+    }
+
     pub fn state_counts(
         &self,
         session: shoal_model::SessionId,

@@ -66,3 +66,40 @@ async fn fresh_bus() -> Scratch {
 }
 
 shoal_bus::bus_conformance_tests!(fresh_bus());
+
+/// The same suite through a node list whose first node is down
+/// (`amqp://…@127.0.0.1:<nothing>,<the broker>/…`): a list changes where the bus connects,
+/// never what it promises.
+mod node_list {
+    use super::*;
+
+    /// The test broker's URL with a node where nothing listens before its own host.
+    fn url_with_a_dead_node_first() -> String {
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let url = broker_url();
+        let (scheme, rest) = url.split_once("://").expect("a URL");
+        match rest.rsplit_once('@') {
+            Some((userinfo, hosts)) => format!("{scheme}://{userinfo}@127.0.0.1:{dead},{hosts}"),
+            None => format!("{scheme}://127.0.0.1:{dead},{rest}"),
+        }
+    }
+
+    async fn fresh_bus() -> Scratch {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let ns = Namespace::new(&format!("tl-{}-{n}", std::process::id())).expect("namespace");
+        let options = RabbitOptions {
+            connection_name: format!("shoal-conformance-{}", ns.as_str()),
+            ..RabbitOptions::default()
+        };
+        let bus = RabbitBus::connect_with(&url_with_a_dead_node_first(), ns, options)
+            .await
+            .unwrap_or_else(|e| panic!("RabbitMQ for the tests (set SHOAL_TEST_AMQP): {e}"));
+        Scratch(bus)
+    }
+
+    shoal_bus::bus_conformance_tests!(fresh_bus());
+}

@@ -247,6 +247,8 @@ pub enum Command {
     },
     /// Run the actors of one or more roles of the cluster over RabbitMQ and MySQL, until
     /// SIGTERM or Ctrl-C (then drain). Connection settings: SHOAL_BROKER, SHOAL_DB or --config.
+    /// A RabbitMQ cluster is one URL listing its nodes (`amqp://u:p@mq1:5672,mq2:5672/%2f`):
+    /// the worker fails over to the next node when its node goes.
     Worker(crate::worker::WorkerArgs),
     /// Send an order to the cluster's workers: pause or resume a device, drain a host, or
     /// restart one of its actors.
@@ -415,8 +417,9 @@ pub struct TuneArgs {
     #[arg(long, value_name = "N", conflicts_with = "cluster", value_parser = clap::value_parser!(u32).range(1..))]
     pub devices: Option<u32>,
     /// Cluster mode: ask the cluster's Scheduler to load the session and jobs (a command on the
-    /// broker, SHOAL_BROKER), wait while the running `shoal worker` processes tune them, then
-    /// export (reading the store, SHOAL_DB). Nothing runs in this process.
+    /// broker, SHOAL_BROKER: one node's URL or a cluster's, `amqp://u:p@mq1:5672,mq2:5672/%2f`),
+    /// wait while the running `shoal worker` processes tune them, then export (reading the
+    /// store, SHOAL_DB). Nothing runs in this process.
     #[arg(long)]
     pub cluster: bool,
     /// Cluster mode: seconds to wait for the Scheduler to answer. A command it has not answered

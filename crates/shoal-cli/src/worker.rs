@@ -57,7 +57,10 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// The broker, e.g. amqp://shoal@mq-host:5672/%2f (no password: that comes from
-    /// SHOAL_BROKER_PASSWORD). Overrides SHOAL_BROKER and the config file.
+    /// SHOAL_BROKER_PASSWORD), or a cluster's nodes between `@` and `/`, commas between them:
+    /// amqp://shoal@mq1:5672,mq2:5672,mq3:5672/%2f (the worker connects to the first that
+    /// answers and, when that node goes, to the next). Overrides SHOAL_BROKER and the config
+    /// file, which take the same forms.
     #[arg(long)]
     pub broker: Option<String>,
     /// The database, e.g. mysql://shoal@db-host:3306/shoal (no password: that comes from

@@ -126,8 +126,12 @@ impl Inner {
     ) -> Result<(), ActorError> {
         let now = self.now();
         let mut gathered = Gathered::with_capacity(deliveries.len());
+        // The replies of this batch so far, by id: a second copy in the same batch is known as
+        // one before the first is settled.
+        let mut in_batch = std::collections::HashMap::new();
         for d in deliveries {
-            if let Some((d, reply, leases, sent)) = self.accept_reply(d, stop).await? {
+            if let Some((d, reply, leases, sent)) = self.accept_reply(d, &in_batch, stop).await? {
+                in_batch.insert(sent.id, sent.publisher.clone());
                 gathered.add(d, &reply, leases, now, sent);
             }
         }
@@ -181,23 +185,32 @@ impl Inner {
                 building.remove(&k);
             }
         }
-        for ((d, stale, id), applied) in held.into_iter().zip(applied_any) {
-            match stale {
-                Some(reason) if !applied => refuse(d, reason).await?,
+        for ((d, unapplied, sent), applied) in held.into_iter().zip(applied_any) {
+            match unapplied {
+                Unapplied::Stale(reason) | Unapplied::Refused(reason) if !applied => {
+                    refuse(d, reason).await?
+                }
+                Unapplied::Superseded(reason) if !applied => {
+                    tracing::info!(%reason, "late reply of a lease taken over after a redelivery; dropped");
+                    d.ack().await?
+                }
                 _ => d.ack().await?,
             }
-            // Settled: a copy of it from now on is a replay.
-            self.seen.borrow_mut().insert(id);
+            // Settled: a copy of it from now on is a replay (or, from the same sender, a copy
+            // its bus sent again).
+            self.seen.borrow_mut().insert(sent.id, sent.publisher);
         }
         Ok(())
     }
 
     /// The reply a delivery carries, with the leases of its session, if it may be planned at
-    /// all: one that is no reply, fails its checks or names a session not in the store is
-    /// dead-lettered here with its reason (`None`).
+    /// all: one that is no reply, fails its checks, names a session not in the store or is
+    /// another sender's copy of a reply settled already (or earlier in `in_batch`) is
+    /// dead-lettered here with its reason (`None`); its own sender's copy is acked and dropped.
     async fn accept_reply(
         &self,
         d: Delivery,
+        in_batch: &std::collections::HashMap<MessageId, Arc<str>>,
         stop: &Signal,
     ) -> Result<Option<(Delivery, ReplyBody, Leases, Sent)>, ActorError> {
         let trusted = match self.bus.codec().open(&d.payload, d.publisher.as_deref()) {
@@ -216,7 +229,24 @@ impl Inner {
                 return Ok(None);
             }
         };
-        if self.seen.borrow().contains(&trusted.id) {
+        let settled_from = self
+            .seen
+            .borrow()
+            .sender(&trusted.id)
+            .or_else(|| in_batch.get(&trusted.id).cloned());
+        if let Some(first) = settled_from {
+            if *first == *trusted.sender.user {
+                // Its sender's bus sent it again: a publish whose confirm was lost with its
+                // connection (a broker node died) goes out again on the next connection.
+                tracing::info!(
+                    id = %trusted.id,
+                    kind = reply.kind(),
+                    sender = %first,
+                    "a copy of a reply settled already, from its own sender; dropped"
+                );
+                d.ack().await?;
+                return Ok(None);
+            }
             refuse(
                 d,
                 format!(
@@ -289,8 +319,21 @@ struct Gathered {
     finished_builds: Vec<(SessionId, String)>,
     /// Renewals, with the worker and the sender of the heartbeat that asks for each.
     renewed: Vec<(LeaseRenewal, String, Arc<str>)>,
-    /// (delivery, what to call it if none of its changes applies, its message id)
-    held: Vec<(Delivery, Option<String>, MessageId)>,
+    /// (delivery, what becomes of it if none of its changes applies, its id and sender)
+    held: Vec<(Delivery, Unapplied, Sent)>,
+}
+
+/// What becomes of a reply none of whose changes applied.
+enum Unapplied {
+    /// Nothing to say (a started notice or a heartbeat that changed nothing): acked.
+    Fine,
+    /// Stale (none of its jobs is at the attempt it names): dead-lettered with this reason.
+    Stale(String),
+    /// Refused for not coming from the lease holder: dead-lettered with this reason.
+    Refused(String),
+    /// The late reply of a lease another worker of the same sender took over after the broker
+    /// gave the request back ([`Refused::superseded`]): acked, and logged with this reason.
+    Superseded(String),
 }
 
 impl Gathered {
@@ -324,8 +367,8 @@ impl Gathered {
                 .map(|r| (r, worker.to_string(), sent.publisher.clone())),
         );
         let stale_if_unapplied = match reply {
-            ReplyBody::Started { .. } | ReplyBody::Heartbeat { .. } => None,
-            r => Some(format!(
+            ReplyBody::Started { .. } | ReplyBody::Heartbeat { .. } => Unapplied::Fine,
+            r => Unapplied::Stale(format!(
                 "stale {}: no job of it is at the attempt it names",
                 r.kind()
             )),
@@ -343,18 +386,28 @@ impl Gathered {
         }));
         self.batch.changes.extend(plan.changes);
         self.batch.builds.extend(plan.builds);
-        self.held.push((d, stale_if_unapplied, sent.id));
+        self.held.push((d, stale_if_unapplied, sent));
     }
 }
 
 /// A reply none of whose changes applies is dead-lettered: says why, if it was refused for not
-/// coming from the lease holder.
-fn note_refused(held: &mut [(Delivery, Option<String>, MessageId)], refused: Vec<Refused<Tag>>) {
+/// coming from the lease holder; unless every refusal of it was of a lease taken over by its own
+/// sender (a failover's late reply), which is dropped instead.
+fn note_refused(held: &mut [(Delivery, Unapplied, Sent)], refused: Vec<Refused<Tag>>) {
     for r in refused {
-        if let Some(i) = r.tag.origin {
-            tracing::warn!(reason = %r.reason, "result refused");
-            if let Some(stale) = &mut held[i].1 {
-                *stale = format!("not from the lease holder: {}", r.reason);
+        let Some(i) = r.tag.origin else {
+            continue;
+        };
+        let reason = format!("not from the lease holder: {}", r.reason);
+        match &held[i].1 {
+            Unapplied::Fine | Unapplied::Refused(_) => {}
+            Unapplied::Stale(_) | Unapplied::Superseded(_) if r.superseded => {
+                tracing::info!(reason = %r.reason, "result of a lease taken over refused");
+                held[i].1 = Unapplied::Superseded(reason);
+            }
+            Unapplied::Stale(_) | Unapplied::Superseded(_) => {
+                tracing::warn!(reason = %r.reason, "result refused");
+                held[i].1 = Unapplied::Refused(reason);
             }
         }
     }

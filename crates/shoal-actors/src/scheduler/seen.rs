@@ -1,5 +1,7 @@
-//! The message ids of the replies this Scheduler has settled: a copy that comes again is a
-//! replay, and is refused.
+//! The message ids of the replies this Scheduler has settled, with who sent each: a copy that
+//! comes again from someone else is a replay, and is refused (dead-lettered); one from the same
+//! sender is its bus sending it again (at least once: a publish whose confirm was lost with its
+//! connection, as when a broker node dies, is sent again on the next), and is dropped.
 //!
 //! A reply is applied by compare-and-set, so a stale copy changes nothing in the store; what a
 //! replay can still do is speak again in the present: a captured "started" notice replayed
@@ -13,7 +15,8 @@
 //! lives as long as the Scheduler's state: a restarted Scheduler starts empty, which only
 //! matters for a replay of a notice whose attempt is still the job's current one.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use shoal_model::envelope::MessageId;
 
@@ -23,19 +26,23 @@ pub(crate) const SEEN_MAX: usize = 200_000;
 
 #[derive(Default)]
 pub(crate) struct SeenIds {
-    set: HashSet<MessageId>,
+    /// Each id with the sender of the copy that was settled (the broker user, as the bus
+    /// authenticated it).
+    set: HashMap<MessageId, Arc<str>>,
     order: VecDeque<MessageId>,
 }
 
 impl SeenIds {
-    pub(crate) fn contains(&self, id: &MessageId) -> bool {
-        self.set.contains(id)
+    /// Who sent the settled copy of `id`, if one was settled.
+    pub(crate) fn sender(&self, id: &MessageId) -> Option<Arc<str>> {
+        self.set.get(id).cloned()
     }
 
-    pub(crate) fn insert(&mut self, id: MessageId) {
-        if !self.set.insert(id) {
+    pub(crate) fn insert(&mut self, id: MessageId, sender: Arc<str>) {
+        if self.set.contains_key(&id) {
             return;
         }
+        self.set.insert(id, sender);
         self.order.push_back(id);
         if self.order.len() > SEEN_MAX {
             if let Some(old) = self.order.pop_front() {
@@ -53,14 +60,23 @@ mod tests {
     fn remembers_the_newest_ids_within_its_bound() {
         let id = |seq| MessageId { origin: 7, seq };
         let mut seen = SeenIds::default();
-        seen.insert(id(0));
-        seen.insert(id(0));
-        assert!(seen.contains(&id(0)) && !seen.contains(&id(1)));
+        let who: Arc<str> = "shoal_eval".into();
+        seen.insert(id(0), who.clone());
+        seen.insert(id(0), "someone else".into());
+        assert_eq!(
+            seen.sender(&id(0)).as_deref(),
+            Some("shoal_eval"),
+            "the first sender"
+        );
+        assert!(seen.sender(&id(1)).is_none());
         for seq in 1..=SEEN_MAX as u64 {
-            seen.insert(id(seq));
+            seen.insert(id(seq), who.clone());
         }
-        assert!(!seen.contains(&id(0)), "the oldest is forgotten first");
-        assert!(seen.contains(&id(1)) && seen.contains(&id(SEEN_MAX as u64)));
+        assert!(
+            seen.sender(&id(0)).is_none(),
+            "the oldest is forgotten first"
+        );
+        assert!(seen.sender(&id(1)).is_some() && seen.sender(&id(SEEN_MAX as u64)).is_some());
         assert_eq!(seen.order.len(), SEEN_MAX);
     }
 }

@@ -25,8 +25,10 @@
 //! worker, or from another sender under the same worker name, is refused. A request is
 //! delivered to a second worker at the same attempt only when the broker gave it back (the first
 //! worker's connection dropped). That worker's notice takes the lease over if the same sender
-//! sent it, so the first one's late result is refused rather than racing the second's; another
-//! sender's does not ([`Holder::yields_to`]): a host cannot take over work another host has
+//! sent it, so the first one's late result is refused rather than racing the second's (marked
+//! [`Refused::superseded`]: a broker node that dies takes its connections with it, so this is what
+//! a failover looks like, and the Scheduler drops such a reply with a log line instead of
+//! dead-lettering it as suspect); another sender's does not ([`Holder::yields_to`]): a host cannot take over work another host has
 //! started, and a lost host's lease runs out instead (the job is tried again at a new attempt).
 //! After a restart the holders of started work are read back from the store by worker name
 //! ([`StartedNotices::restore`]). Where no notice was seen (work shorter than the notices' path)
@@ -132,6 +134,12 @@ const MAX_HOLDERS: usize = 100_000;
 pub(crate) struct Refused<T> {
     pub tag: T,
     pub reason: String,
+    /// It came from the very sender that holds the lease, under another worker's name: a
+    /// worker of that sender took the lease over when the broker gave the request back (the
+    /// first worker's connection dropped), and this is the first worker's late reply. Expected
+    /// after a broker failover, not a sign of anyone hostile: a sender that shares its identity
+    /// with other workers cannot be told apart from them anyway (per-host users can).
+    pub superseded: bool,
 }
 
 impl<T> Default for StartedNotices<T> {
@@ -249,7 +257,13 @@ impl<T: Publisher> StartedNotices<T> {
                             who(t.worker.as_deref().unwrap_or("a worker"), tag.publisher()),
                             who(holder.worker.as_deref().unwrap_or("?"), &holder.publisher),
                         );
-                        refused.push(Refused { tag, reason });
+                        let superseded =
+                            !holder.publisher.is_empty() && holder.publisher == tag.publisher();
+                        refused.push(Refused {
+                            tag,
+                            reason,
+                            superseded,
+                        });
                         continue;
                     }
                 }
@@ -496,6 +510,7 @@ mod tests {
         let forged = by("h1/evaluator[0]", result(8, 2));
         let (out, _, refused) = n.sift(forged, vec!["shoal_eval.h2"; 2], t0);
         assert!(out.is_empty());
+        assert!(!refused[0].superseded, "another sender's reply is suspect");
         assert!(
             refused[0].reason.contains(
                 "from h1/evaluator[0] (sent by shoal_eval.h2), but h1/evaluator[0] (sent by shoal_eval.h1) holds"
@@ -555,6 +570,24 @@ mod tests {
         let (out, _, refused) = n.sift(by("b", result(8, 2)), vec![(); 2], t0);
         assert!(refused.is_empty());
         assert_eq!(froms(&out), vec![Evaluating, EvalQueued]);
+    }
+
+    /// After a failover: one sender's workers a and b, the request given back by the broker
+    /// and taken by b at the same attempt. a's late result is refused as superseded (dropped,
+    /// not dead-lettered); b's applies.
+    #[test]
+    fn a_late_result_of_the_same_sender_is_superseded_not_suspect() {
+        let mut n: StartedNotices<&'static str> = StartedNotices::default();
+        let t0 = Instant::now();
+        let notice = |w| by(w, vec![change(8, EvalQueued, 2, Evaluating)]);
+        n.sift(notice("a"), vec!["shoal_eval"], t0);
+        n.sift(notice("b"), vec!["shoal_eval"], t0);
+        assert_eq!(n.holder(JobId(8), 2), Some("b"));
+        let (out, _, refused) = n.sift(by("a", result(8, 2)), vec!["shoal_eval"; 2], t0);
+        assert!(out.is_empty() && refused.len() == 2);
+        assert!(refused.iter().all(|r| r.superseded));
+        let (out, _, refused) = n.sift(by("b", result(8, 2)), vec!["shoal_eval"; 2], t0);
+        assert!(refused.is_empty() && !out.is_empty());
     }
 
     #[test]

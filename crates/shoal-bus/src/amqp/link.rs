@@ -1,8 +1,10 @@
-//! The connection to the broker, replaced with backoff whenever it drops, and the pipelined,
-//! confirmed publish every sender goes through.
+//! The connection to the broker, replaced whenever it drops (by one to the next node of the
+//! list that answers, round robin, with backoff after each round in which none did), and the
+//! pipelined, confirmed publish every sender goes through.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use lapin::options::{
@@ -10,13 +12,14 @@ use lapin::options::{
 };
 use lapin::tcp::OwnedTLSConfig;
 use lapin::types::FieldTable;
-use lapin::uri::{AMQPScheme, AMQPUri};
+use lapin::uri::AMQPScheme;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use shoal_model::queue::Namespace;
 use tokio::sync::watch;
 use tokio::time::{sleep, timeout, Instant};
 
 use super::headers;
+use super::nodes::{self, Node};
 use super::RabbitOptions;
 use crate::{BusError, QueueOptions, Result};
 
@@ -57,10 +60,14 @@ pub(super) fn amqp_code(e: &lapin::Error) -> Option<u16> {
 pub(super) struct Shared {
     pub ns: Namespace,
     pub options: RabbitOptions,
-    /// Carries the credentials: never logged, never put in an error.
-    uri: AMQPUri,
-    /// `amqp://host:port/vhost`: what logs and errors say instead.
-    pub endpoint: String,
+    /// The broker's nodes, in the order given (one for a single broker). Their URIs carry the
+    /// credentials; logs and errors name a node by its endpoint.
+    nodes: Vec<Node>,
+    /// The node of the current connection (or of the last one): where the next reconnection
+    /// starts looking after it, so that a node that died is tried last.
+    at: AtomicUsize,
+    /// The whole list as logs name it: `amqp://h1:5672,h2:5672/vhost`.
+    pub all_endpoints: String,
     pub dead_exchange: String,
     pub dead_queue: String,
     /// The broker user this bus connects as: every message it publishes carries it as its
@@ -83,6 +90,8 @@ pub(super) struct Shared {
 /// One connection with its long-lived channels.
 pub(super) struct Link {
     pub conn: Connection,
+    /// The index of its node in [`Shared::nodes`].
+    node: usize,
     /// The channel in confirm mode every publish goes through; reopened if it alone fails.
     publisher: tokio::sync::Mutex<Channel>,
     /// Serialises the synchronous part of publishing (a delivery tag is assigned and the frames
@@ -157,39 +166,32 @@ pub(super) struct Target<'a> {
 
 impl Shared {
     pub fn new(url: &str, ns: Namespace, options: RabbitOptions) -> Result<Shared> {
-        let mut uri: AMQPUri = url.parse().map_err(|e: String| {
-            // The parser's message may quote part of the URL; say it only if it holds no secret.
-            let detail = if url_parts_in(&e, url) {
-                "malformed URL".to_string()
-            } else {
-                e
-            };
-            backend(
-                "invalid AMQP URL (not shown: it may carry credentials)",
-                detail,
-            )
-        })?;
+        let mut nodes = nodes::parse(url).map_err(|e| backend("invalid broker URL", e))?;
         // The URL's own `?heartbeat=` and `?connection_timeout=` win over the options.
         let heartbeat = u16::try_from(options.heartbeat.as_secs()).unwrap_or(u16::MAX);
-        uri.query.heartbeat.get_or_insert(heartbeat);
         let connect_ms = u64::try_from(options.connect_timeout.as_millis()).unwrap_or(u64::MAX);
-        uri.query.connection_timeout.get_or_insert(connect_ms);
-        let endpoint = endpoint(&uri);
-        if uri.scheme == AMQPScheme::AMQPS && !cfg!(feature = "tls") {
+        for node in &mut nodes {
+            node.uri.query.heartbeat.get_or_insert(heartbeat);
+            node.uri.query.connection_timeout.get_or_insert(connect_ms);
+        }
+        let all_endpoints = nodes::list_endpoint(&nodes);
+        if nodes.iter().any(|n| n.uri.scheme == AMQPScheme::AMQPS) && !cfg!(feature = "tls") {
             return Err(backend(
-                format!("connect to {endpoint}"),
+                format!("connect to {all_endpoints}"),
                 "amqps:// needs shoal-bus built with its `tls` feature",
             ));
         }
         let (closed, _) = watch::channel(false);
         Ok(Shared {
-            user: uri.authority.userinfo.username.clone(),
+            // One user for every node: the list shares its credentials.
+            user: nodes[0].uri.authority.userinfo.username.clone(),
             dead_exchange: ns.dead_letter_exchange(),
             dead_queue: ns.dead_letter_queue(),
             ns,
             options,
-            uri,
-            endpoint,
+            nodes,
+            at: AtomicUsize::new(0),
+            all_endpoints,
             link: Mutex::new(None),
             reconnecting: tokio::sync::Mutex::new(()),
             closed,
@@ -200,6 +202,11 @@ impl Shared {
 
     pub fn is_closed(&self) -> bool {
         *self.closed.borrow()
+    }
+
+    /// The node of the current (or last) connection as logs name it: `amqp://host:port/vhost`.
+    pub fn endpoint(&self) -> &str {
+        &self.nodes[self.at.load(Ordering::Relaxed)].endpoint
     }
 
     pub fn check_open(&self) -> Result<()> {
@@ -251,36 +258,43 @@ impl Shared {
         if let Some(link) = self.current() {
             return Ok(link);
         }
+        // After a loss, the next node first: the one that dropped us is likely down, and is
+        // tried last. Before the first connection, the first node of the list.
+        let count = self.nodes.len();
+        let lost = lock(&self.link).as_ref().map(|old| old.node);
+        let start = lost.map_or(0, |node| (node + 1) % count);
         let mut delay = self.options.backoff_min;
+        let mut errors = Vec::with_capacity(count);
         loop {
-            let error = match timeout(self.options.connect_timeout, self.open()).await {
-                Ok(Ok(link)) => {
-                    let link = Arc::new(link);
-                    let old = lock(&self.link).replace(link.clone());
-                    if self.is_closed() {
-                        // Closed while connecting: this connection is not wanted.
-                        let _ = link.conn.close(200, "shoal bus closed".into()).await;
-                        return Err(BusError::Closed);
+            errors.clear();
+            for i in (0..count).map(|k| (start + k) % count) {
+                self.check_open()?;
+                let node = &self.nodes[i];
+                let error = match timeout(self.options.connect_timeout, self.open(i)).await {
+                    Ok(Ok(link)) => return self.install(link, lost).await,
+                    // Waiting would not change the broker's mind about our credentials (and
+                    // the nodes of a cluster share their users).
+                    Ok(Err(e)) if login_refused(&e) => {
+                        return Err(backend(format!("connect to {}", node.endpoint), e))
                     }
-                    if old.is_some() {
-                        tracing::info!(endpoint = %self.endpoint, "reconnected to the broker");
-                    }
-                    return Ok(link);
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => format!("no connection within {:?}", self.options.connect_timeout),
+                };
+                if count > 1 {
+                    tracing::warn!(endpoint = %node.endpoint, %error, "broker node unreachable; trying the next");
+                    errors.push(format!("{}: {error}", node.endpoint));
+                } else {
+                    errors.push(error);
                 }
-                // Waiting would not change the broker's mind about our credentials.
-                Ok(Err(e)) if login_refused(&e) => {
-                    return Err(backend(format!("connect to {}", self.endpoint), e))
-                }
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("no connection within {:?}", self.options.connect_timeout),
-            };
+            }
+            let error = errors.join("; ");
             if until.is_some_and(|until| Instant::now() + delay > until) {
                 return Err(backend(
-                    format!("connect to {}", self.endpoint),
+                    format!("connect to {}", self.all_endpoints),
                     format!("broker unreachable, gave up: {error}"),
                 ));
             }
-            tracing::warn!(endpoint = %self.endpoint, %error, retry_in = ?delay, "broker unreachable");
+            tracing::warn!(endpoint = %self.all_endpoints, %error, retry_in = ?delay, "broker unreachable");
             tokio::select! {
                 () = sleep(delay) => {}
                 () = self.closing() => return Err(BusError::Closed),
@@ -289,8 +303,31 @@ impl Shared {
         }
     }
 
+    /// Makes `link` the connection in use; `lost` is the node of the one it replaces.
+    async fn install(&self, link: Link, lost: Option<usize>) -> Result<Arc<Link>> {
+        let link = Arc::new(link);
+        let node = link.node;
+        lock(&self.link).replace(link.clone());
+        self.at.store(node, Ordering::Relaxed);
+        if self.is_closed() {
+            // Closed while connecting: this connection is not wanted.
+            let _ = link.conn.close(200, "shoal bus closed".into()).await;
+            return Err(BusError::Closed);
+        }
+        match lost {
+            Some(old) if old != node => tracing::warn!(
+                endpoint = %self.nodes[node].endpoint,
+                lost = %self.nodes[old].endpoint,
+                "failed over to another broker node"
+            ),
+            Some(_) => tracing::info!(endpoint = %self.endpoint(), "reconnected to the broker"),
+            None => {}
+        }
+        Ok(link)
+    }
+
     /// Connects once and sets up the namespace's fixed topology.
-    async fn open(&self) -> lapin::Result<Link> {
+    async fn open(&self, node: usize) -> lapin::Result<Link> {
         let properties = ConnectionProperties::default()
             .with_connection_name(self.options.connection_name.as_str().into());
         let tls = OwnedTLSConfig {
@@ -298,7 +335,7 @@ impl Shared {
             cert_chain: self.options.tls.ca_pem.clone(),
         };
         let conn = Connection::connect_uri_with_config(
-            self.uri.clone(),
+            self.nodes[node].uri.clone(),
             properties,
             tls,
             lapin::runtime::default_runtime()?,
@@ -310,9 +347,10 @@ impl Shared {
             .await?;
         let admin = conn.create_channel().await?;
         self.declare_topology(&admin).await?;
-        tracing::debug!(endpoint = %self.endpoint, ns = %self.ns, "connected to the broker");
+        tracing::debug!(endpoint = %self.nodes[node].endpoint, ns = %self.ns, "connected to the broker");
         Ok(Link {
             conn,
+            node,
             publisher: tokio::sync::Mutex::new(publisher),
             frames: Mutex::new(()),
             admin: tokio::sync::Mutex::new(Some(admin)),
@@ -435,7 +473,7 @@ impl Shared {
                         ));
                     }
                     tracing::warn!(
-                        endpoint = %self.endpoint,
+                        endpoint = %self.endpoint(),
                         target = target.name,
                         unconfirmed = lost.len(),
                         %error,
@@ -473,50 +511,4 @@ async fn declare_exchange(channel: &Channel, name: &str, kind: ExchangeKind) -> 
             FieldTable::default(),
         )
         .await
-}
-
-/// `amqp://host:port/vhost`, with no credentials.
-fn endpoint(uri: &AMQPUri) -> String {
-    let vhost = if uri.vhost == "/" {
-        "%2f"
-    } else {
-        uri.vhost.as_str()
-    };
-    format!(
-        "{}://{}:{}/{}",
-        uri.scheme, uri.authority.host, uri.authority.port, vhost
-    )
-}
-
-/// Whether an error message quotes the user info of `url` (anything between `//` and `@`).
-fn url_parts_in(message: &str, url: &str) -> bool {
-    let Some((_, rest)) = url.split_once("://") else {
-        return false;
-    };
-    let Some((userinfo, _)) = rest.split_once('@') else {
-        return false;
-    };
-    userinfo
-        .split(':')
-        .any(|part| !part.is_empty() && message.contains(part))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoint_hides_credentials() {
-        let uri: AMQPUri = "amqp://user:s3cret@broker:5673/%2f".parse().unwrap();
-        assert_eq!(endpoint(&uri), "amqp://broker:5673/%2f");
-        let uri: AMQPUri = "amqps://u:p@h/prod".parse().unwrap();
-        assert_eq!(endpoint(&uri), "amqps://h:5671/prod");
-    }
-
-    #[test]
-    fn secrets_in_messages_are_noticed() {
-        assert!(url_parts_in("bad: s3cret", "amqp://u:s3cret@h/"));
-        assert!(!url_parts_in("bad port", "amqp://u:s3cret@h/"));
-        assert!(!url_parts_in("x", "amqp://h/"));
-    }
 }

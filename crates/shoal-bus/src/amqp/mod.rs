@@ -42,9 +42,16 @@
 //!
 //! # Failures
 //!
-//! When the connection drops (broker restart, network, `rabbitmqctl close_connection`), the bus
-//! reconnects with exponential backoff ([`RabbitOptions::backoff_min`] to `backoff_max`). A
-//! consumer's `next()` waits and subscribes again; deliveries from the lost channel can no longer
+//! The broker may be a cluster: the URL then lists its nodes
+//! (`amqp://user:password@h1:5672,h2:5672,h3:5672/vhost`, see [`broker_endpoints`]). The bus
+//! connects to the first node that answers. When the connection drops (a node killed or
+//! restarted, network, `rabbitmqctl close_connection`), the bus reconnects to the next node of
+//! the list that answers, round robin starting after the one it lost, trying each once per round
+//! and backing off exponentially between rounds ([`RabbitOptions::backoff_min`] to
+//! `backoff_max`); a single node is the list of one. Quorum queues are replicated across the
+//! cluster's nodes, so the survivors elect a new leader for each queue whose leader died, and the
+//! queue goes on from there with its messages. A consumer's `next()` waits and subscribes again
+//! (on whichever node the bus reached); deliveries from the lost channel can no longer
 //! be settled (their `ack` fails with an error saying so, their `requeue` and drop do nothing),
 //! and the broker delivers those messages again (RabbitMQ 3.10 counts that as a delivery:
 //! `delivery_count` goes up, so a message that keeps killing its consumer's connection still
@@ -60,7 +67,8 @@
 //! with prefetch 1 cost the broker about 330 µs of CPU per message (every ack its own Raft
 //! command), against about 60 µs at prefetch 10 and 14 µs at prefetch 500.
 //!
-//! The URL carries credentials: logs and errors name the broker as `amqp://host:port/vhost` only.
+//! The URL carries credentials: logs and errors name a node as `amqp://host:port/vhost` only,
+//! and the list as `amqp://h1:5672,h2:5672/vhost`.
 //! (lapin itself logs its frames at `trace` level, the login frame included: never enable
 //! `lapin=trace` where logs are kept.)
 //!
@@ -73,6 +81,7 @@
 mod consumer;
 pub mod headers;
 mod link;
+mod nodes;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
@@ -84,6 +93,7 @@ use shoal_model::queue::Namespace;
 
 use self::consumer::{RabbitConsumer, Source};
 use self::link::{amqp_code, backend, durable, Shared, Target};
+pub use self::nodes::{broker_endpoints, InvalidBrokerUrl, MAX_NODES, NODE_LIST_FORM};
 use crate::{Bus, BusError, Consumer, QueueOptions, Result};
 
 /// TLS settings for `amqps://` URLs (needs the `tls` feature: rustls with ring).
@@ -144,7 +154,7 @@ pub struct RabbitBus {
 impl std::fmt::Debug for RabbitBus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RabbitBus")
-            .field("endpoint", &self.shared.endpoint)
+            .field("endpoint", &self.shared.endpoint())
             .field("namespace", &self.shared.ns.as_str())
             .finish()
     }
@@ -157,8 +167,10 @@ impl RabbitBus {
     }
 
     /// Connects to the broker at `url` (`amqp://user:password@host:port/vhost`, `%2f` for the
-    /// vhost `/`) and declares the namespace's exchanges and dead-letter queue. One attempt:
-    /// a broker that cannot be reached now is an error (later losses are retried).
+    /// vhost `/`; a cluster's nodes as `…@h1:5672,h2:5672/vhost`, the first that answers) and
+    /// declares the namespace's exchanges and dead-letter queue. One round of attempts unless
+    /// [`RabbitOptions::connect_wait`] says to wait: a broker none of whose nodes can be reached
+    /// now is an error (later losses are retried).
     pub async fn connect_with(
         url: &str,
         ns: Namespace,
@@ -169,13 +181,20 @@ impl RabbitBus {
         shared
             .link(Some(tokio::time::Instant::now() + connect_wait))
             .await?;
-        tracing::info!(endpoint = %shared.endpoint, ns = %shared.ns, "RabbitMQ bus connected");
+        tracing::info!(endpoint = %shared.endpoint(), ns = %shared.ns, "RabbitMQ bus connected");
         Ok(Arc::new(RabbitBus { shared }))
     }
 
-    /// The broker as logs name it: `amqp://host:port/vhost`, without credentials.
+    /// The node of the current (or last) connection as logs name it:
+    /// `amqp://host:port/vhost`, without credentials.
     pub fn endpoint(&self) -> &str {
-        &self.shared.endpoint
+        self.shared.endpoint()
+    }
+
+    /// Every node of the broker setting, as logs name them: `amqp://h1:5672,h2:5672/vhost`
+    /// (for a single node, its endpoint).
+    pub fn nodes(&self) -> &str {
+        &self.shared.all_endpoints
     }
 
     /// The queues this bus declared, with their options.
@@ -409,12 +428,12 @@ impl Bus for RabbitBus {
         // (acks included), so nothing acked is delivered again.
         match link.conn.close(200, "shoal bus closed".into()).await {
             Ok(()) => {
-                tracing::debug!(endpoint = %self.shared.endpoint, "RabbitMQ bus closed");
+                tracing::debug!(endpoint = %self.shared.endpoint(), "RabbitMQ bus closed");
                 Ok(())
             }
             Err(_) if !link.alive() => Ok(()),
             Err(e) => Err(backend(
-                format!("close the connection to {}", self.shared.endpoint),
+                format!("close the connection to {}", self.shared.endpoint()),
                 e,
             )),
         }

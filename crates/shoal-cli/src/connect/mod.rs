@@ -354,6 +354,44 @@ mod tests {
         super::check_broker_url("SHOAL_BROKER", "amqps://u:p@h/v").unwrap();
     }
 
+    #[test]
+    fn a_broker_cluster_is_one_url_listing_its_nodes() {
+        let list = "amqp://shoal:hunter2@mq1:5672,mq2:5672,10.0.0.3:5673/%2f";
+        super::check_broker_url("SHOAL_BROKER", list).unwrap();
+        assert_eq!(
+            redact(list),
+            "amqp://shoal@mq1:5672,mq2:5672,10.0.0.3:5673/%2f"
+        );
+        // The password of --broker comes from the environment, once for every node.
+        std::env::set_var("X_TEST_PW_3", "hunter2");
+        assert_eq!(
+            super::url_from_flag("--broker", "amqp://shoal@mq1,mq2:5673/%2f", "X_TEST_PW_3")
+                .unwrap(),
+            "amqp://shoal:hunter2@mq1,mq2:5673/%2f"
+        );
+        for (value, says) in [
+            ("amqp://shoal:hunter2@mq1,,mq3/%2f", "host 2 of 3 is empty"),
+            ("amqp://shoal:hunter2@mq1, mq2/%2f", "no spaces"),
+            ("amqp://shoal:hunter2@mq1:5672,mq1/%2f", "repeats"),
+            ("amqp://shoal:hunter2@mq1:70000/%2f", "port"),
+            (
+                "amqp://shoal:hunter2@mq1/%2f,amqp://shoal:hunter2@mq2/%2f",
+                "several URLs",
+            ),
+        ] {
+            let e = format!(
+                "{:#}",
+                super::check_broker_url("SHOAL_BROKER", value).unwrap_err()
+            );
+            assert!(
+                e.contains("SHOAL_BROKER") && e.contains(says),
+                "{value}: {e}"
+            );
+            assert!(e.contains("h1:5672,h2:5672"), "the form expected: {e}");
+            assert!(!e.contains("hunter2") && !e.contains("mq1"), "{value}: {e}");
+        }
+    }
+
     /// Values that look like URLs but are not, each holding the password `hunter2`.
     const LOOKALIKES: [&str; 11] = [
         "mysql//user:hunter2@h/db",

@@ -83,7 +83,8 @@ const STORE_FORMS: &str = "the store is `mysql://user@host:3306/database` (MySQL
      for embedded commands, a SQLite file: a plain path or `sqlite:PATH`, with no `@` in it";
 
 /// What a broker setting must look like, for errors.
-const BROKER_FORMS: &str = "the broker is `amqp://user@host:5672/%2f` or `amqps://…` (RabbitMQ)";
+const BROKER_FORMS: &str = "the broker is `amqp://user@host:5672/%2f` or `amqps://…` (RabbitMQ), \
+     a cluster's nodes listed between `@` and `/`: `amqp://user@h1:5672,h2:5672,h3:5672/%2f`";
 
 /// The scheme of `value` when it has the form `scheme://…`. What precedes `://` is shown only
 /// if it is a scheme by RFC 3986's grammar, so that no other part of the value (a password
@@ -177,11 +178,15 @@ pub fn require_cluster_store(what: &str, value: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Checks that the broker setting `what` is an `amqp://` or `amqps://` URL, naming the scheme
-/// and the setting (never the value) when it is not.
+/// Checks that the broker setting `what` is an `amqp://` or `amqps://` URL naming one node or
+/// a list of nodes (`amqp://user@h1:5672,h2:5672/%2f`: [`shoal_bus::amqp::broker_endpoints`]'s
+/// rules), naming the scheme, the setting and what is wrong (never the value) when it is not.
 pub fn check_broker_url(what: &str, value: &str) -> anyhow::Result<()> {
     match scheme_of(what, value)? {
-        Some("amqp" | "amqps") => Ok(()),
+        Some("amqp" | "amqps") => match shoal_bus::amqp::broker_endpoints(value) {
+            Ok(_) => Ok(()),
+            Err(e) => bail!("{what}: {e}"),
+        },
         Some(other) => bail!("{what}: unknown scheme `{other}://`; {BROKER_FORMS}"),
         None => {
             refuse_url_lookalike(what, value, BROKER_FORMS)?;
