@@ -21,6 +21,7 @@ pub mod amqp;
 #[cfg(feature = "test-support")]
 pub mod conformance;
 pub mod memory;
+pub mod outages;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -60,6 +60,11 @@ pub async fn start(
                 outages.total().as_secs_f64(),
                 outages.current.is_some(),
             );
+            let broker = shoal_bus::outages::outages();
+            shoal_metrics::metrics().set_broker_outages(
+                broker.count,
+                (broker.ended_total + broker.current.unwrap_or_default()).as_secs_f64(),
+            );
             // A scrape while the database does not answer must not wait for it: the job counts
             // keep their last reading.
             if outages.current.is_none() {

@@ -74,6 +74,8 @@ pub struct Metrics {
     store_outages: Counter,
     store_outage_seconds: FloatCounter,
     store_unreachable: Gauge,
+    broker_outages: Counter,
+    broker_outage_seconds: FloatCounter,
 }
 
 /// The process's metrics.
@@ -105,6 +107,8 @@ impl Metrics {
             store_outages: Counter::default(),
             store_outage_seconds: FloatCounter::default(),
             store_unreachable: Gauge::default(),
+            broker_outages: Counter::default(),
+            broker_outage_seconds: FloatCounter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -176,6 +180,16 @@ impl Metrics {
             "store_unreachable",
             "1 while this process's database does not answer (calls wait for it), else 0",
             m.store_unreachable.clone(),
+        );
+        registry.register(
+            "broker_outages",
+            "Times this process lost its connection to the broker (each outage once, failovers included)",
+            m.broker_outages.clone(),
+        );
+        registry.register(
+            "broker_outage_seconds",
+            "Seconds this process had no connection to the broker, in all",
+            m.broker_outage_seconds.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -249,6 +263,18 @@ impl Metrics {
             self.store_outage_seconds.inc_by(seconds - counted);
         }
         self.store_unreachable.set(i64::from(unreachable));
+    }
+
+    /// What is known of the broker's outages, as [`Metrics::set_store_outages`] for the store.
+    pub fn set_broker_outages(&self, count: u64, seconds: f64) {
+        let seen = self.broker_outages.get();
+        if count > seen {
+            self.broker_outages.inc_by(count - seen);
+        }
+        let counted = self.broker_outage_seconds.get();
+        if seconds > counted {
+            self.broker_outage_seconds.inc_by(seconds - counted);
+        }
     }
 
     /// Replaces the jobs-per-state gauges with a fresh reading: `(session, state, count)`.

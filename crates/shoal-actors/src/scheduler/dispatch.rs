@@ -398,12 +398,12 @@ impl Inner {
     }
 
     /// Expired leases: back to the start of the phase, counted as a retry. First, if the store
-    /// did not answer for a while since the last sweep, every in-flight lease moves later by that
-    /// long: the heartbeats and replies that would have renewed or settled them were held, not
-    /// lost, and are applied as the store answers again; a job whose worker died meanwhile still
-    /// comes back a running lease after the outage.
+    /// did not answer, or this Scheduler had no connection to the broker, for a while since the
+    /// last sweep, every in-flight lease moves later by that long: the heartbeats and replies
+    /// that would have renewed or settled them were held or are sent again, not lost; a job whose
+    /// worker died meanwhile still comes back a running lease after the outage.
     pub(super) async fn sweep_leases(&self) -> Result<(), ActorError> {
-        let ended = shoal_store::patient::outages().ended_total;
+        let ended = outages_ended();
         let outage = ended.saturating_sub(self.outage_seen.replace(ended));
         if !outage.is_zero() {
             let moved = self
@@ -413,7 +413,7 @@ impl Inner {
             tracing::warn!(
                 outage_s = outage.as_secs_f64(),
                 leases = moved,
-                "the database did not answer for a while: the leases of the jobs in flight move later by that long"
+                "the database or the broker was away for a while: the leases of the jobs in flight move later by that long"
             );
         }
         let expired = self.store.expired_leases(self.now(), 1000).await?;
@@ -525,4 +525,10 @@ fn queued_refs(changes: &[Change], applied: &[bool]) -> HashSet<JobRef> {
             attempt: c.transition.next_attempt(),
         })
         .collect()
+}
+
+/// How long this process's outages of the store and of the broker that ended have lasted, in
+/// all: the time no lease should count.
+pub(super) fn outages_ended() -> std::time::Duration {
+    shoal_store::patient::outages().ended_total + shoal_bus::outages::outages().ended_total
 }

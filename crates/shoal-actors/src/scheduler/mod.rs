@@ -214,8 +214,8 @@ struct Inner {
     /// Outcomes of jobs that became final, per session that has (or may have) a search, as
     /// `apply_counted` applied them: each search takes its own on its next turn.
     outcomes: RefCell<HashMap<SessionId, search::Outcomes>>,
-    /// How long the store's outages that ended have lasted in all, as of the last lease sweep
-    /// (see [`Inner::sweep_leases`]).
+    /// How long the store's and the broker's outages that ended have lasted in all, as of the
+    /// last lease sweep (see [`Inner::sweep_leases`]).
     outage_seen: std::cell::Cell<Duration>,
 }
 
@@ -319,7 +319,7 @@ impl Inner {
             consumers: RefCell::default(),
             searches: RefCell::default(),
             outcomes: RefCell::default(),
-            outage_seen: std::cell::Cell::new(shoal_store::patient::outages().ended_total),
+            outage_seen: std::cell::Cell::new(dispatch::outages_ended()),
         })
     }
 

@@ -262,6 +262,9 @@ impl Shared {
         // tried last. Before the first connection, the first node of the list.
         let count = self.nodes.len();
         let lost = lock(&self.link).as_ref().map(|old| old.node);
+        if lost.is_some() {
+            crate::outages::lost();
+        }
         let start = lost.map_or(0, |node| (node + 1) % count);
         let mut delay = self.options.backoff_min;
         let mut errors = Vec::with_capacity(count);
@@ -313,6 +316,9 @@ impl Shared {
             // Closed while connecting: this connection is not wanted.
             let _ = link.conn.close(200, "shoal bus closed".into()).await;
             return Err(BusError::Closed);
+        }
+        if lost.is_some() {
+            crate::outages::regained();
         }
         match lost {
             Some(old) if old != node => tracing::warn!(
