@@ -193,15 +193,23 @@ server_fault_end() {
     rmdir "$CHAOS_W/server-fault.lock" 2>/dev/null || true
 }
 
+# What an outage is planned to take beyond its length (a restart; the broker's takes longer, which
+# chaos_monkey makes up for): the schedule puts what follows an outage off by its length and this.
+OUTAGE_SLACK_MS=5000
+
 # outage SERVER SIGNAL SECS: SERVER (broker or database) is stopped with SIGNAL (KILL; TERM, a
 # clean stop, waited for) and started again on the same data SECS after the signal (at once,
 # once the load has finished). Its length, from the signal until the server answers again (a
 # query, a login), goes to the timeline and, as "START END SERVER SIGNAL SECS" (ms after
-# $CHAOS_T0_MS), to $CHAOS_W/outages.
+# $CHAOS_T0_MS), to $CHAOS_W/outages. When it is over (or skipped), it writes the time to
+# $CHAOS_W/outage-end and removes $CHAOS_W/outage-on, which chaos_monkey made.
 outage() {
     local server=$1 sig=$2 secs=$3 name=rabbit pid t0 t1 i
     if [ "$server" = database ]; then name=mariadb; fi
-    server_fault_begin "outage of $server" || return 0
+    if ! server_fault_begin "outage of $server"; then
+        outage_over
+        return 0
+    fi
     pid=$(own_pid "$name") || pid="?"
     t0=$(date +%s%3N)
     fault_log "outage of $server: SIG$sig (pid $pid), for ${secs}s"
@@ -222,6 +230,11 @@ outage() {
     fault_log "outage of $server over: down $(awk -v a="$t1" -v b="$t0" 'BEGIN{printf "%.1f", (a-b)/1000}') s (SIG$sig, planned ${secs}s; pid $(own_pid "$name"))"
     printf '%d %d %s %s %s\n' "$((t0 - CHAOS_T0_MS))" "$((t1 - CHAOS_T0_MS))" "$server" "$sig" "$secs" >>"$CHAOS_W/outages"
     server_fault_end
+    outage_over
+}
+outage_over() {
+    printf '%d\n' "$(($(date +%s%3N) - CHAOS_T0_MS))" >"$CHAOS_W/outage-end"
+    rm -f "$CHAOS_W/outage-on"
 }
 
 # fault ACTION [ARG...]: one fault of the faulted run.
@@ -288,15 +301,42 @@ fault() {
 # chaos_monkey SCHEDULE_FILE: applies each fault of SCHEDULE_FILE ("MS ACTION [ARG...]" lines, MS
 # after $CHAOS_T0_MS, in order) at its time, until $CHAOS_W/stop-monkey exists. Run in the
 # background; a server restart under way is finished before it returns.
+#
+# An outage under way holds the rest of the schedule (but the end of a network cut, whose length
+# is its own), and the time it overran its plan (its length and OUTAGE_SLACK_MS after its time:
+# a start put off behind another server fault, a slow restart) puts the rest off too, so that
+# the load gets the progress planned between an outage and the next fault.
 chaos_monkey() {
-    local at action arg now
+    local at action arg now when late=0 due=-1 end secs
+    rm -f "$CHAOS_W/outage-on" "$CHAOS_W/outage-end"
     while read -r at action arg; do
         while :; do
             [ ! -e "$CHAOS_W/stop-monkey" ] || break 2
             now=$(($(date +%s%3N) - CHAOS_T0_MS))
-            [ "$now" -lt "$at" ] || break
+            when=$at
+            if [ "$action" != join ]; then
+                if [ -e "$CHAOS_W/outage-on" ]; then
+                    sleep 0.1
+                    continue
+                fi
+                if [ "$due" -ge 0 ] && { read -r end <"$CHAOS_W/outage-end"; } 2>/dev/null; then
+                    if [ "$end" -gt "$due" ]; then
+                        late=$((late + end - due))
+                        fault_log "the outage ended $(((end - due) / 1000)) s after its plan: the rest of the schedule put off by as much"
+                    fi
+                    due=-1
+                fi
+                when=$((at + late))
+            fi
+            [ "$now" -lt "$when" ] || break
             sleep 0.1
         done
+        if [ "$action" = outage ]; then
+            read -r _ _ secs <<<"$arg"
+            due=$((when + secs * 1000 + OUTAGE_SLACK_MS))
+            rm -f "$CHAOS_W/outage-end"
+            touch "$CHAOS_W/outage-on"
+        fi
         # A server restart takes seconds (an outage, a minute), and a hostile round waits for work
         # to forge about: each goes on beside the rest of the schedule.
         # shellcheck disable=SC2086 # ARG is words (an outage's server, signal and length) or none
