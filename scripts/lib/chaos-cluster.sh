@@ -5,7 +5,9 @@
 # Why these shapes: a deployment runs each role under systemd with Restart=always, so a SIGKILL
 # of a role here is a SIGKILL of the `shoal worker` process that a supervising loop (one per
 # role) then starts again after RESTART_SEC, as systemd would; the broker and the database are
-# killed by pid and started again on the same data. An eval worker lives in a network namespace
+# killed by pid and started again on the same data, at once (a crash) or after an outage of a set
+# length (a crash, or a clean stop, that lasts: issue 33), one server fault at a time so that each
+# outage is measured alone. An eval worker lives in a network namespace
 # joined to this host by a veth pair, so that it can be cut off silently (the host end of the
 # link goes down: no reset, no error, packets just stop) and joined again, as a switch failure
 # would do to a GPU host. Every wait here is bounded in count and in time.
@@ -158,7 +160,84 @@ net_down() {
 
 fault_log() { printf '%s t=%6.1fs %s\n' "$(date +%T.%3N)" "$(awk -v a="$(date +%s%3N)" -v b="$CHAOS_T0_MS" 'BEGIN{print (a-b)/1000}')" "$*" >>"$CHAOS_W/logs/faults.log"; }
 
-# fault ACTION [ARG]: one fault of the faulted run.
+# server_fault_begin WHAT / server_fault_end: one fault of a server at a time (a lock directory,
+# made atomically), so that no restart cuts an outage short and an outage's length is its own,
+# and each at least SERVER_FAULT_GAP_S after the last one ended (a broker takes seconds to start,
+# longer than the schedule can know: without the gap, a fault put off by the lock would strike
+# a cluster still reconnecting). A fault still waiting when the load has finished (or after
+# SERVER_FAULT_WAIT_S) is skipped.
+SERVER_FAULT_WAIT_S=240
+SERVER_FAULT_GAP_S=5
+server_fault_begin() {
+    local i last=0
+    for ((i = 0; i < SERVER_FAULT_WAIT_S * 5; i++)); do
+        if [ -e "$CHAOS_W/stop-monkey" ]; then
+            if [ "$last" -ne 0 ]; then rmdir "$CHAOS_W/server-fault.lock"; fi
+            fault_log "$1 skipped: the load finished first"
+            return 1
+        fi
+        if [ "$last" -eq 0 ] && mkdir "$CHAOS_W/server-fault.lock" 2>/dev/null; then
+            { read -r last <"$CHAOS_W/server-fault.last"; } 2>/dev/null || last=1
+        fi
+        if [ "$last" -ne 0 ] && [ "$(date +%s%3N)" -ge "$((last + SERVER_FAULT_GAP_S * 1000))" ]; then
+            return 0
+        fi
+        sleep 0.2
+    done
+    if [ "$last" -ne 0 ]; then rmdir "$CHAOS_W/server-fault.lock"; fi
+    fault_log "$1 skipped: another server fault still under way after ${SERVER_FAULT_WAIT_S}s"
+    return 1
+}
+server_fault_end() {
+    date +%s%3N >"$CHAOS_W/server-fault.last"
+    rmdir "$CHAOS_W/server-fault.lock" 2>/dev/null || true
+}
+
+# What an outage is planned to take beyond its length (a restart; the broker's takes longer, which
+# chaos_monkey makes up for): the schedule puts what follows an outage off by its length and this.
+OUTAGE_SLACK_MS=5000
+
+# outage SERVER SIGNAL SECS: SERVER (broker or database) is stopped with SIGNAL (KILL; TERM, a
+# clean stop, waited for) and started again on the same data SECS after the signal (at once,
+# once the load has finished). Its length, from the signal until the server answers again (a
+# query, a login), goes to the timeline and, as "START END SERVER SIGNAL SECS" (ms after
+# $CHAOS_T0_MS), to $CHAOS_W/outages. When it is over (or skipped), it writes the time to
+# $CHAOS_W/outage-end and removes $CHAOS_W/outage-on, which chaos_monkey made.
+outage() {
+    local server=$1 sig=$2 secs=$3 name=rabbit pid t0 t1 i
+    if [ "$server" = database ]; then name=mariadb; fi
+    if ! server_fault_begin "outage of $server"; then
+        outage_over
+        return 0
+    fi
+    pid=$(own_pid "$name") || pid="?"
+    t0=$(date +%s%3N)
+    fault_log "outage of $server: SIG$sig (pid $pid), for ${secs}s"
+    if ! own_kill "$name" "$sig" 60; then
+        fault_log "outage of $server: pid $pid still there 60 s after SIG$sig; SIGKILL"
+        own_kill "$name" KILL 10 || true
+    fi
+    for ((i = 0; i < secs * 10 + 10; i++)); do
+        [ "$(($(date +%s%3N) - t0))" -lt "$((secs * 1000))" ] || break
+        if [ -e "$CHAOS_W/stop-monkey" ]; then
+            fault_log "outage of $server: cut short, the load has finished"
+            break
+        fi
+        sleep 0.1
+    done
+    if [ "$server" = broker ]; then own_rabbit_start; else own_mariadb_start; fi
+    t1=$(date +%s%3N)
+    fault_log "outage of $server over: down $(awk -v a="$t1" -v b="$t0" 'BEGIN{printf "%.1f", (a-b)/1000}') s (SIG$sig, planned ${secs}s; pid $(own_pid "$name"))"
+    printf '%d %d %s %s %s\n' "$((t0 - CHAOS_T0_MS))" "$((t1 - CHAOS_T0_MS))" "$server" "$sig" "$secs" >>"$CHAOS_W/outages"
+    server_fault_end
+    outage_over
+}
+outage_over() {
+    printf '%d\n' "$(($(date +%s%3N) - CHAOS_T0_MS))" >"$CHAOS_W/outage-end"
+    rm -f "$CHAOS_W/outage-on"
+}
+
+# fault ACTION [ARG...]: one fault of the faulted run.
 fault() {
     local pid t
     case $1 in
@@ -172,6 +251,7 @@ fault() {
     broker | database)
         local name=rabbit
         if [ "$1" = database ]; then name=mariadb; fi
+        server_fault_begin "SIGKILL $1" || return 0
         pid=$(own_pid "$name") || pid="?"
         t=$(date +%s%3N)
         own_kill "$name" KILL 10 || fault_log "$1 (pid $pid) still there 10 s after SIGKILL"
@@ -179,6 +259,10 @@ fault() {
         sleep "$RESTART_SEC"
         if [ "$1" = broker ]; then own_rabbit_start; else own_mariadb_start; fi
         fault_log "$1 back after $(($(date +%s%3N) - t)) ms (pid $(own_pid "$name"))"
+        server_fault_end
+        ;;
+    outage)
+        outage "$2" "$3" "$4"
         ;;
     cut)
         net_cut && fault_log "eval-net cut off (link $NET_HOST_END down)"
@@ -214,23 +298,50 @@ fault() {
     esac
 }
 
-# chaos_monkey SCHEDULE_FILE: applies each fault of SCHEDULE_FILE ("MS ACTION [ARG]" lines, MS
+# chaos_monkey SCHEDULE_FILE: applies each fault of SCHEDULE_FILE ("MS ACTION [ARG...]" lines, MS
 # after $CHAOS_T0_MS, in order) at its time, until $CHAOS_W/stop-monkey exists. Run in the
 # background; a server restart under way is finished before it returns.
+#
+# An outage under way holds the rest of the schedule (but the end of a network cut, whose length
+# is its own), and the time it overran its plan (its length and OUTAGE_SLACK_MS after its time:
+# a start put off behind another server fault, a slow restart) puts the rest off too, so that
+# the load gets the progress planned between an outage and the next fault.
 chaos_monkey() {
-    local at action arg now
+    local at action arg now when late=0 due=-1 end secs
+    rm -f "$CHAOS_W/outage-on" "$CHAOS_W/outage-end"
     while read -r at action arg; do
         while :; do
             [ ! -e "$CHAOS_W/stop-monkey" ] || break 2
             now=$(($(date +%s%3N) - CHAOS_T0_MS))
-            [ "$now" -lt "$at" ] || break
+            when=$at
+            if [ "$action" != join ]; then
+                if [ -e "$CHAOS_W/outage-on" ]; then
+                    sleep 0.1
+                    continue
+                fi
+                if [ "$due" -ge 0 ] && { read -r end <"$CHAOS_W/outage-end"; } 2>/dev/null; then
+                    if [ "$end" -gt "$due" ]; then
+                        late=$((late + end - due))
+                        fault_log "the outage ended $(((end - due) / 1000)) s after its plan: the rest of the schedule put off by as much"
+                    fi
+                    due=-1
+                fi
+                when=$((at + late))
+            fi
+            [ "$now" -lt "$when" ] || break
             sleep 0.1
         done
-        # A server restart takes seconds, and a hostile round waits for work to forge about: each
-        # goes on beside the rest of the schedule.
-        # shellcheck disable=SC2086 # ARG is one word or none
+        if [ "$action" = outage ]; then
+            read -r _ _ secs <<<"$arg"
+            due=$((when + secs * 1000 + OUTAGE_SLACK_MS))
+            rm -f "$CHAOS_W/outage-end"
+            touch "$CHAOS_W/outage-on"
+        fi
+        # A server restart takes seconds (an outage, a minute), and a hostile round waits for work
+        # to forge about: each goes on beside the rest of the schedule.
+        # shellcheck disable=SC2086 # ARG is words (an outage's server, signal and length) or none
         case $action in
-        broker | database | hostile) fault "$action" & ;;
+        broker | database | hostile | outage) fault "$action" $arg & ;;
         *) fault "$action" $arg ;;
         esac
     done <"$1"

@@ -145,6 +145,11 @@ pub struct Delivery {
     /// `in-process` on the in-process bus; `None` when a publisher set none (such a message is
     /// refused: `shoal_model::envelope::Codec::open`).
     pub publisher: Option<String>,
+    /// Who published the message first: [`Delivery::publisher`], except on a copy that a bus
+    /// dead-lettered itself, which that bus re-stamped with its own user: there, the original's
+    /// publisher as the copy names it (`None` if the original had none). What `shoal
+    /// dead-letters --messages` counts dead letters by.
+    pub original_publisher: Option<String>,
     settle: Option<Box<dyn Settle>>,
 }
 
@@ -155,6 +160,7 @@ impl std::fmt::Debug for Delivery {
             .field("delivery_count", &self.delivery_count)
             .field("dead_reason", &self.dead_reason)
             .field("publisher", &self.publisher)
+            .field("original_publisher", &self.original_publisher)
             .finish()
     }
 }
@@ -171,13 +177,22 @@ impl Delivery {
             delivery_count,
             dead_reason,
             publisher: None,
+            original_publisher: None,
             settle: Some(settle),
         }
     }
 
-    /// The same delivery, published by `publisher` (see [`Delivery::publisher`]).
+    /// The same delivery, published by `publisher` (see [`Delivery::publisher`]), first
+    /// published by it too.
     pub fn with_publisher(mut self, publisher: Option<String>) -> Self {
+        self.original_publisher = publisher.clone();
         self.publisher = publisher;
+        self
+    }
+
+    /// The same delivery, first published by `original` (see [`Delivery::original_publisher`]).
+    pub fn with_original_publisher(mut self, original: Option<String>) -> Self {
+        self.original_publisher = original;
         self
     }
 

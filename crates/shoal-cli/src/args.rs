@@ -109,6 +109,11 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Also read every dead letter (at most 65,535) and count them by who published the
+        /// original, who dead-lettered it and why; each is given back, its reading counted by
+        /// the broker as one more delivery.
+        #[arg(long)]
+        messages: bool,
     },
     /// Write a session's results into a directory: the tuned table (CSV and JSON) of a
     /// command-backend session, or MIOpen's databases of a MIOpen session.

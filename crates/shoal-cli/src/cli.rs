@@ -39,7 +39,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             cluster,
         } => crate::status::status(&db, cluster, session, json).await,
-        Command::DeadLetters { json } => crate::dead_letters::dead_letters(json).await,
+        Command::DeadLetters { json, messages } => {
+            crate::dead_letters::dead_letters(json, messages).await
+        }
         Command::Export {
             golden_v: Some(v),
             golden_dir,

@@ -117,6 +117,8 @@ impl RabbitConsumer {
                 let reason = headers::dead_reason(props.headers().as_ref(), |q| {
                     self.shared.delivery_limit(q)
                 });
+                let original =
+                    headers::original_publisher(props.headers().as_ref(), publisher.as_deref());
                 let settle = RabbitSettle {
                     held: held.clone(),
                     delivery_tag: d.delivery_tag,
@@ -124,7 +126,9 @@ impl RabbitConsumer {
                     // Kept for a dead-letter copy; the delivery hands out the original.
                     payload: d.data.clone(),
                 };
-                Delivery::new(d.data, count, reason, Box::new(settle)).with_publisher(publisher)
+                Delivery::new(d.data, count, reason, Box::new(settle))
+                    .with_publisher(publisher)
+                    .with_original_publisher(original)
             }
         }
     }

@@ -127,6 +127,18 @@ pub fn dead_letter_properties(
         .with_delivery_mode(PERSISTENT)
 }
 
+/// Who published the original of a message read from a queue: a copy the bus dead-lettered
+/// itself (it carries [`DEAD_REASON`]) is stamped with the dead-letterer's `user_id` and names the
+/// original's publisher in [`DEAD_PUBLISHER`] (absent: the original had none); anything else,
+/// a message the broker dead-lettered included (the broker keeps its properties), was published
+/// by its own `user_id`.
+pub fn original_publisher(headers: Option<&FieldTable>, user_id: Option<&str>) -> Option<String> {
+    match headers {
+        Some(h) if get(h, DEAD_REASON).is_some() => get(h, DEAD_PUBLISHER).and_then(string),
+        _ => user_id.map(str::to_owned),
+    }
+}
+
 fn int(value: &AMQPValue) -> Option<i64> {
     Some(match *value {
         AMQPValue::ShortShortInt(n) => n.into(),
@@ -297,5 +309,31 @@ mod tests {
         assert!(h.contains_key(DELIVERY_LIMIT));
         assert_eq!(dead_reason(Some(&h), |_| None).as_deref(), Some("bad"));
         assert_eq!(*copy.delivery_mode(), Some(PERSISTENT));
+    }
+
+    /// A dead letter is counted by who sent the original: a bus's own copy names it in a header
+    /// (its `user_id` is the dead-letterer's), a broker's dead letter keeps the original's.
+    #[test]
+    fn original_publisher_reads_through_a_dead_letter_copy() {
+        let sent = BasicProperties::default().with_user_id("shoal_eval.e1".into());
+        let copy = dead_letter_properties(sent, "stale result", "q", "shoal_scheduler");
+        assert_eq!(copy.user_id().as_ref().unwrap().as_str(), "shoal_scheduler");
+        let h = copy.headers().clone().unwrap();
+        assert_eq!(
+            original_publisher(Some(&h), Some("shoal_scheduler")).as_deref(),
+            Some("shoal_eval.e1")
+        );
+        // The original had no publisher: the copy names none, whoever dead-lettered it.
+        let anonymous = dead_letter_properties(BasicProperties::default(), "bad", "q", "me");
+        let h = anonymous.headers().clone().unwrap();
+        assert_eq!(original_publisher(Some(&h), Some("me")), None);
+        // Dead-lettered by the broker (past a delivery limit), or never dead-lettered.
+        let broker = table(&[("x-first-death-reason", long("delivery_limit"))]);
+        assert_eq!(
+            original_publisher(Some(&broker), Some("shoal_compile.c1")).as_deref(),
+            Some("shoal_compile.c1")
+        );
+        assert_eq!(original_publisher(None, Some("u")).as_deref(), Some("u"));
+        assert_eq!(original_publisher(None, None), None);
     }
 }
