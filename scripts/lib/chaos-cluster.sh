@@ -170,6 +170,10 @@ fault() {
         fi
         ;;
     broker | database)
+        if [ "$1" = broker ] && [ "$CHAOS_BROKER_CLUSTER" = yes ]; then
+            chaos_broker_cluster_fault
+            return 0
+        fi
         local name=rabbit
         if [ "$1" = database ]; then name=mariadb; fi
         pid=$(own_pid "$name") || pid="?"
