@@ -42,11 +42,9 @@ shoal_dead_policy_json() {
         "$2" "$1" "$pattern" "$(shoal_dead_max_length)" "$(($(shoal_dead_max_age_s) * 1000))"
 }
 
-# shoal_topology_json NAMESPACE VHOST: the namespace's fixed topology as the "exchanges",
-# "queues" and "bindings" members of a definitions file (no braces around them): the exchanges
-# <ns>.events, <ns>.control, <ns>.dlx, the queues <ns>.dead, <ns>.results and <ns>.commands, and
-# <ns>.dead bound to <ns>.dlx, declared as Shoal declares them, so that roles that may not create
-# a queue's first instance find it.
+# shoal_topology_json NAMESPACE VHOST: the namespace's fixed topology, declared as Shoal declares
+# it (so that roles that may not create a queue's first instance find it), as the "exchanges",
+# "queues" and "bindings" members of a definitions file (no braces around them).
 shoal_topology_json() {
     local ns=$1 vhost=$2 work
     work='"x-queue-type": "quorum", "x-delivery-limit": 4, "x-dead-letter-exchange": "'$ns'.dlx",
