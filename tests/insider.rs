@@ -9,8 +9,9 @@
 //! - its results for the victim's jobs, under the victim's worker name, are refused: the lease
 //!   holder is the sender of the started notice, not the name a message gives;
 //! - its own started notice for a job the victim holds does not take the lease, and its result
-//!   for that job is refused; a replay of the victim's captured started notice is refused as a
-//!   replay;
+//!   for that job is refused; a replay of the victim's captured started notice, through the
+//!   insider's own connection, is refused as a replay (a copy through the victim's own, which
+//!   is what its bus sends again after a lost connection, is dropped without effect);
 //! - the tuned table holds only the genuine times.
 
 mod common;
@@ -303,7 +304,8 @@ fn an_eval_hosts_identity_can_speak_only_for_itself() {
             .unwrap();
 
         // 3. The insider tries to take job 2 over with a notice of its own, under its own name,
-        //    and sends a result for it; the victim's captured notice is replayed.
+        //    and sends a result for it; the victim's captured notice is replayed (the same bytes,
+        //    through the insider's connection: the broker stamps the insider's user on them).
         let takeover = insider.codec().encode(&started(sid, job2, &insider_worker));
         insider.publish(&results, vec![takeover]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -311,7 +313,7 @@ fn an_eval_hosts_identity_can_speak_only_for_itself() {
             .codec()
             .encode(&evaluated(sid, job2, &insider_worker, 0.002));
         insider.publish(&results, vec![stolen]).await.unwrap();
-        victim.publish(&results, vec![notice2]).await.unwrap();
+        insider.publish(&results, vec![notice2]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         // 4. Genuine results: the victim's, for both of the jobs it holds.

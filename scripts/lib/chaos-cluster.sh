@@ -249,6 +249,10 @@ fault() {
         fi
         ;;
     broker | database)
+        if [ "$1" = broker ] && [ "$CHAOS_BROKER_CLUSTER" = yes ]; then
+            chaos_broker_cluster_fault
+            return 0
+        fi
         local name=rabbit
         if [ "$1" = database ]; then name=mariadb; fi
         server_fault_begin "SIGKILL $1" || return 0

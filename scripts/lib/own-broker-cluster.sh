@@ -180,15 +180,13 @@ obc_ctl() {
         timeout 60 /usr/lib/rabbitmq/bin/rabbitmqctl -n "$(obc_node "$i")" "$@"
 }
 
-# obc_start: starts every node that is not running, node 1 first when none runs (the cluster
-# forms around it the first time), and waits until all are ready and the cluster has three
-# running members.
+# obc_start: starts every node that is not running and waits until all are ready and the
+# cluster has three running members. The first time, node 1 starts alone first (the cluster
+# forms around it); later, on their data, all start at once: a node that was not the last of its
+# cluster to stop waits for its peers before it takes connections.
 obc_start() {
-    local i running=0 deadline n
-    for ((i = 1; i <= OBC_COUNT; i++)); do
-        if obc_pid "node$i" >/dev/null; then running=$((running + 1)); fi
-    done
-    if [ "$running" -eq 0 ]; then obc_start_node 1; fi
+    local i deadline n
+    if [ ! -d "$OBC_DIR/node1/mnesia/$(obc_node 1)" ]; then obc_start_node 1; fi
     for ((i = 1; i <= OBC_COUNT; i++)); do obc_spawn "$i"; done
     for ((i = 1; i <= OBC_COUNT; i++)); do obc_wait "$i"; done
     deadline=$((SECONDS + 60))

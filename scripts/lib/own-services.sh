@@ -16,6 +16,9 @@
 
 OWN_DIR=""
 OWN_AMQP_PORT=""
+# The AMQP ports of a broker cluster's nodes (scripts/chaos --broker-cluster), or empty for the
+# one node on OWN_AMQP_PORT: the settings written below then list every node.
+OWN_BROKER_PORTS=()
 OWN_DIST_PORT=""
 OWN_EPMD_PORT=""
 OWN_MYSQL_PORT=""
@@ -279,7 +282,19 @@ own_mariadb_users() {
 
 # own_admin_db RUN: the admin's URL of run RUN's database.
 own_admin_db() { printf 'mysql://chaos_admin:%s@127.0.0.1:%s/chaos_%s\n' "$OWN_ADMIN_PW" "$OWN_MYSQL_PORT" "$1"; }
-own_admin_broker() { printf 'amqp://chaos_admin:%s@127.0.0.1:%s/%s\n' "$OWN_ADMIN_PW" "$OWN_AMQP_PORT" "$1"; }
+own_admin_broker() { printf 'amqp://chaos_admin:%s@%s/%s\n' "$OWN_ADMIN_PW" "$(own_broker_hosts 127.0.0.1)" "$1"; }
+
+# own_broker_hosts ADDR: the broker's hosts as a URL names them: ADDR:PORT, or every node of a
+# cluster, ADDR:PORT1,ADDR:PORT2,... (Shoal's form for a node list).
+own_broker_hosts() {
+    local p hosts=""
+    if [ "${#OWN_BROKER_PORTS[@]}" -eq 0 ]; then
+        printf '%s:%s' "$1" "$OWN_AMQP_PORT"
+        return 0
+    fi
+    for p in "${OWN_BROKER_PORTS[@]}"; do hosts+="${hosts:+,}$1:$p"; done
+    printf '%s' "$hosts"
+}
 
 # own_database RUN SHOAL: creates run RUN's database and migrates it with the shoal binary.
 own_database() {
@@ -299,7 +314,7 @@ own_role_env() {
     (
         umask 077
         {
-            printf 'SHOAL_BROKER=amqp://shoal_%s:%s@%s:%s/%s\n' "$role" "$3" "$addr" "$OWN_AMQP_PORT" "$run"
+            printf 'SHOAL_BROKER=amqp://shoal_%s:%s@%s/%s\n' "$role" "$3" "$(own_broker_hosts "$addr")" "$run"
             printf 'SHOAL_DB=mysql://shoal_%s:%s@%s:%s/chaos_%s\n' "${role%%.*}" "$4" "$addr" "$OWN_MYSQL_PORT" "$run"
             printf 'SHOAL_NAMESPACE=chaos\nSHOAL_HMAC_KEY_FILE=%s/hmac.key\n' "$OWN_DIR"
         } >"$file"

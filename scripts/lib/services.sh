@@ -42,6 +42,33 @@ shoal_dead_policy_json() {
         "$2" "$1" "$pattern" "$(shoal_dead_max_length)" "$(($(shoal_dead_max_age_s) * 1000))"
 }
 
+# shoal_topology_json NAMESPACE VHOST: the namespace's fixed topology, declared as Shoal declares
+# it (so that roles that may not create a queue's first instance find it), as the "exchanges",
+# "queues" and "bindings" members of a definitions file (no braces around them).
+shoal_topology_json() {
+    local ns=$1 vhost=$2 work
+    work='"x-queue-type": "quorum", "x-delivery-limit": 4, "x-dead-letter-exchange": "'$ns'.dlx",
+      "x-dead-letter-routing-key": "'$ns'.dead", "x-dead-letter-strategy": "at-least-once",
+      "x-overflow": "reject-publish"'
+    cat <<JSON
+  "exchanges": [
+    {"name": "$ns.events", "vhost": "$vhost", "type": "topic", "durable": true, "auto_delete": false, "internal": false, "arguments": {}},
+    {"name": "$ns.control", "vhost": "$vhost", "type": "topic", "durable": true, "auto_delete": false, "internal": false, "arguments": {}},
+    {"name": "$ns.dlx", "vhost": "$vhost", "type": "direct", "durable": true, "auto_delete": false, "internal": false, "arguments": {}}
+  ],
+  "queues": [
+    {"name": "$ns.dead", "vhost": "$vhost", "durable": true, "auto_delete": false, "arguments": {"x-queue-type": "quorum"}},
+    {"name": "$ns.results", "vhost": "$vhost", "durable": true, "auto_delete": false, "arguments": {
+      $work}},
+    {"name": "$ns.commands", "vhost": "$vhost", "durable": true, "auto_delete": false, "arguments": {
+      $work}}
+  ],
+  "bindings": [
+    {"source": "$ns.dlx", "vhost": "$vhost", "destination": "$ns.dead", "destination_type": "queue", "routing_key": "$ns.dead", "arguments": {}}
+  ]
+JSON
+}
+
 # Where the credentials are kept (KEY=VALUE lines, mode 600). SHOAL_CREDENTIALS_FILE overrides.
 shoal_credentials_file() {
     printf '%s\n' "${SHOAL_CREDENTIALS_FILE:-${XDG_CONFIG_HOME:-$HOME/.config}/shoal/credentials.env}"

@@ -572,9 +572,7 @@ mod tests {
         assert_eq!(froms(&out), vec![Evaluating, EvalQueued]);
     }
 
-    /// After a failover: one sender's workers a and b, the request given back by the broker
-    /// and taken by b at the same attempt. a's late result is refused as superseded (dropped,
-    /// not dead-lettered); b's applies.
+    /// After a failover: b (a's sender) took a's request over; a's late result is superseded.
     #[test]
     fn a_late_result_of_the_same_sender_is_superseded_not_suspect() {
         let mut n: StartedNotices<&'static str> = StartedNotices::default();

@@ -130,6 +130,33 @@ impl Link {
         result
     }
 
+    /// Replaces the publisher channel with a fresh one. RabbitMQ 3.10 keeps, per channel and
+    /// quorum queue, the queue's members with the leader it knew first; a channel that first
+    /// published while that leader's node was down keeps asking the dead node and nacks every
+    /// publish to that queue for as long as the node stays down. A fresh channel starts from
+    /// the leader the cluster knows now.
+    async fn renew_publisher(&self) {
+        let mut publisher = self.publisher.lock().await;
+        if !self.alive() {
+            return;
+        }
+        let _ = publisher
+            .close(200, "shoal: fresh publisher channel".into())
+            .await;
+        match self.conn.create_channel().await {
+            Ok(channel) => {
+                if channel
+                    .confirm_select(ConfirmSelectOptions::default())
+                    .await
+                    .is_ok()
+                {
+                    *publisher = channel;
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "opening a fresh publisher channel failed"),
+        }
+    }
+
     async fn publisher(&self) -> lapin::Result<Channel> {
         let mut publisher = self.publisher.lock().await;
         if !publisher.status().connected() && self.alive() {
@@ -148,7 +175,8 @@ enum Attempt {
     Confirmed,
     /// The broker could not route a mandatory message: no such queue.
     Returned,
-    Nacked(usize),
+    /// The broker refused these (indices into the batch; with any lost beside them).
+    Nacked(Vec<usize>),
     Unconfirmed(usize),
     /// The connection or channel failed: these (indices into the batch) may not have arrived.
     Lost(Vec<usize>, lapin::Error),
@@ -410,7 +438,9 @@ impl Shared {
 
     /// Publishes `payloads` in order and returns once the broker has confirmed every one.
     /// A message the broker refuses outright (406, e.g. one larger than its
-    /// `max_message_size`) fails the publish at once, with the broker's reason.
+    /// `max_message_size`) fails the publish at once, with the broker's reason; messages it
+    /// nacks (a quorum queue without a reachable leader) are sent again on a fresh channel, with
+    /// backoff, within [`RabbitOptions::publish_retry_for`].
     ///
     /// Every frame of the batch is queued before any confirm is awaited, so a batch costs one
     /// round trip, not one per message. If the connection drops, the messages not confirmed are
@@ -438,14 +468,35 @@ impl Shared {
             {
                 Attempt::Confirmed => return Ok(()),
                 Attempt::Returned => return Err(BusError::NoSuchQueue(target.name.to_string())),
-                Attempt::Nacked(n) => {
-                    return Err(backend(
-                        context(),
-                        format!(
-                            "the broker refused {n} of {} messages (basic.nack)",
-                            payloads.len()
-                        ),
-                    ))
+                // A quorum queue nacks what it cannot enqueue: right after the node of its leader
+                // died, until this channel finds the new leader. Sent again on a fresh channel.
+                Attempt::Nacked(nacked) => {
+                    self.check_open()?;
+                    if Instant::now() + delay > deadline {
+                        return Err(backend(
+                            context(),
+                            format!(
+                                "the broker refused {} of {} messages (basic.nack) for {:?}",
+                                nacked.len(),
+                                payloads.len(),
+                                self.options.publish_retry_for
+                            ),
+                        ));
+                    }
+                    tracing::warn!(
+                        endpoint = %self.endpoint(),
+                        target = target.name,
+                        refused = nacked.len(),
+                        retry_in = ?delay,
+                        "the broker refused messages (basic.nack); sending them again on a fresh channel"
+                    );
+                    link.renew_publisher().await;
+                    todo = nacked;
+                    tokio::select! {
+                        () = sleep(delay) => {}
+                        () = self.closing() => return Err(BusError::Closed),
+                    }
+                    delay = (delay * 2).min(self.options.backoff_max);
                 }
                 Attempt::Unconfirmed(n) => {
                     return Err(backend(

@@ -20,9 +20,11 @@
 //!
 //! - `publish`: persistent messages on the default exchange to the queue, `mandatory`, on one
 //!   channel in confirm mode. All frames of a call are queued, then all confirms are awaited
-//!   together. A `basic.return` (no such queue) is [`BusError::NoSuchQueue`]; a `basic.nack` is
-//!   an error naming the queue. If the connection drops, the unconfirmed messages are sent again
-//!   on the next connection, with backoff, for up to [`RabbitOptions::publish_retry_for`].
+//!   together. A `basic.return` (no such queue) is [`BusError::NoSuchQueue`]. A `basic.nack` (a
+//!   quorum queue that cannot enqueue: its leader's node died and the channel has not found the
+//!   new leader) sends the refused messages again on a fresh channel, and if the connection
+//!   drops, the unconfirmed messages are sent again on the next connection; both with backoff,
+//!   for up to [`RabbitOptions::publish_retry_for`], then an error naming the queue.
 //! - `consume`: a channel per consumer, `basic.qos(prefetch)` on it, manual acks. `ack` is
 //!   `basic.ack`, `requeue` (and a delivery dropped unsettled) is `basic.nack(requeue)`,
 //!   `dead_letter(reason)` publishes a confirmed copy to `<ns>.dead` with the header

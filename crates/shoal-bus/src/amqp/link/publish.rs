@@ -73,7 +73,8 @@ impl Link {
             };
             confirms.push((i, result));
         }
-        let (mut returned, mut nacked, mut unconfirmed) = (false, 0, 0);
+        let (mut returned, mut unconfirmed) = (false, 0);
+        let mut nacked = Vec::new();
         let mut lost = Vec::new();
         let mut error = None;
         for (i, confirm) in confirms {
@@ -88,7 +89,7 @@ impl Link {
             match timeout_at(deadline, confirm).await {
                 Ok(Ok(Confirmation::Ack(None))) => {}
                 Ok(Ok(Confirmation::Ack(Some(_)) | Confirmation::Nack(Some(_)))) => returned = true,
-                Ok(Ok(Confirmation::Nack(None))) => nacked += 1,
+                Ok(Ok(Confirmation::Nack(None))) => nacked.push(i),
                 Ok(Ok(Confirmation::NotRequested)) => {
                     lost.push(i);
                     error.get_or_insert_with(|| {
@@ -107,7 +108,9 @@ impl Link {
         }
         if returned {
             Attempt::Returned
-        } else if nacked > 0 {
+        } else if !nacked.is_empty() {
+            // Those lost beside them go again with them.
+            nacked.extend(lost);
             Attempt::Nacked(nacked)
         } else if let Some(error) = error {
             Attempt::Lost(lost, error)
