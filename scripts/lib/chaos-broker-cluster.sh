@@ -44,6 +44,24 @@ chaos_broker_cluster_fault() {
     fault_log "broker back after $(($(date +%s%3N) - t)) ms (node $n, pid $(obc_pid "node$n"))"
 }
 
+# chaos_broker_cluster_outage SIGNAL SECS: the node leading the queues stopped with SIGNAL for
+# SECS (cut short once the load has finished), then started again.
+chaos_broker_cluster_outage() {
+    local sig=$1 secs=$2 n pid t i
+    n=$(obc_leader fx '^chaos\.') || n=1
+    pid=$(obc_pid "node$n") || pid="?"
+    t=$(date +%s%3N)
+    obc_kill "node$n" "$sig" 60 || obc_kill "node$n" KILL 10 ||
+        fault_log "broker node $n (pid $pid) still there after SIG$sig and SIGKILL"
+    fault_log "outage of broker node $n of 3 (the queues' leader, pid $pid): SIG$sig, for ${secs}s"
+    for ((i = 0; i < secs * 10 + 10; i++)); do
+        [ "$(($(date +%s%3N) - t))" -lt "$((secs * 1000))" ] && [ ! -e "$CHAOS_W/stop-monkey" ] || break
+        sleep 0.1
+    done
+    obc_start_node "$n"
+    fault_log "broker node $n back after $(($(date +%s%3N) - t)) ms (pid $(obc_pid "node$n")); the cluster served meanwhile"
+}
+
 # chaos_broker_cluster_heal: every node that is not running started again (after the faults).
 chaos_broker_cluster_heal() {
     local i

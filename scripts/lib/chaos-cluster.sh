@@ -210,6 +210,14 @@ outage() {
         outage_over
         return 0
     fi
+    if [ "$server" = broker ] && [ "$CHAOS_BROKER_CLUSTER" = yes ]; then
+        # One node of three away is no outage of the broker: the queues' leader is stopped for
+        # the time, and the cluster must carry on (so outage_secs leaves it out).
+        chaos_broker_cluster_outage "$sig" "$secs"
+        server_fault_end
+        outage_over
+        return 0
+    fi
     pid=$(own_pid "$name") || pid="?"
     t0=$(date +%s%3N)
     fault_log "outage of $server: SIG$sig (pid $pid), for ${secs}s"
