@@ -8,6 +8,7 @@
 # queue elect a new one, and every client connected to that node (all of them: they connect to
 # the first node of their list) fail over to the next node. That is the fault a cluster is for.
 
+# shellcheck disable=SC2034 # read by scripts/chaos and chaos-cluster.sh
 CHAOS_BROKER_CLUSTER=no
 
 # chaos_broker_cluster_start: the nodes under $OWN_DIR/brokers, with the users, vhosts,
@@ -21,11 +22,13 @@ chaos_broker_cluster_start() {
     d2=$(own_free_port "$OWN_AMQP_PORT" "$OWN_DIST_PORT" "$OWN_EPMD_PORT" "$OWN_MYSQL_PORT" "$a2" "$a3")
     d3=$(own_free_port "$OWN_AMQP_PORT" "$OWN_DIST_PORT" "$OWN_EPMD_PORT" "$OWN_MYSQL_PORT" "$a2" "$a3" "$d2")
     obc_init "$OWN_DIR/brokers" chaos "$OWN_AMQP_PORT $a2 $a3" "$OWN_DIST_PORT $d2 $d3" "$OWN_EPMD_PORT"
-    # shellcheck disable=SC2034 # read by own-broker-cluster.sh
+    # shellcheck disable=SC2034,SC2153 # read by own-broker-cluster.sh; OWN_* are own-services.sh's
     OBC_EXTRA_ADDR=$OWN_EXTRA_ADDR
+    # shellcheck disable=SC2034 # read by own-broker-cluster.sh
     OBC_LOGIN_USER=chaos_admin OBC_LOGIN_PW=$OWN_ADMIN_PW
     obc_configure "$OWN_DIR/rabbit/definitions.json" chaos_admin "$OWN_ADMIN_PW"
     obc_start
+    # shellcheck disable=SC2034 # read by own-services.sh's own_broker_hosts
     OWN_BROKER_PORTS=("${OBC_PORTS[@]}")
 }
 

@@ -67,11 +67,14 @@ obc_init() {
         done
         OBC_EPMD_PORT=$(own_free_port "${taken[@]}")
     fi
-    [ "${#OBC_PORTS[@]}" -eq "$OBC_COUNT" ] && [ "${#OBC_DIST_PORTS[@]}" -eq "$OBC_COUNT" ] &&
-        [[ $OBC_EPMD_PORT =~ ^[0-9]+$ ]] || die "broker cluster: need $OBC_COUNT AMQP ports, $OBC_COUNT distribution ports and an epmd port"
+    if [ "${#OBC_PORTS[@]}" -ne "$OBC_COUNT" ] || [ "${#OBC_DIST_PORTS[@]}" -ne "$OBC_COUNT" ] ||
+        ! [[ $OBC_EPMD_PORT =~ ^[0-9]+$ ]]; then
+        die "broker cluster: need $OBC_COUNT AMQP ports, $OBC_COUNT distribution ports and an epmd port"
+    fi
     for i in "${OBC_PORTS[@]}" "${OBC_DIST_PORTS[@]}"; do
-        [[ $i =~ ^[0-9]+$ ]] && [ "$i" -ne 5672 ] && [ "$i" -ne 25672 ] ||
+        if ! [[ $i =~ ^[0-9]+$ ]] || [ "$i" -eq 5672 ] || [ "$i" -eq 25672 ]; then
             die "broker cluster: port '$i' is not a port of its own (5672 and 25672 are the shared broker's)"
+        fi
     done
     [ "$OBC_EPMD_PORT" -ne 4369 ] || die "broker cluster: epmd port 4369 is the machine's own"
     printf 'amqp=%s\ndist=%s\nepmd=%s\n' "${OBC_PORTS[*]}" "${OBC_DIST_PORTS[*]}" "$OBC_EPMD_PORT" >"$OBC_DIR/ports"
@@ -230,7 +233,7 @@ obc_leader() {
         obc_pid "node$i" >/dev/null || continue
         out=$(obc_ctl "$i" -q list_queues -p "$vhost" --no-table-headers name type leader 2>/dev/null) || continue
         while IFS=$'\t' read -r name type leader; do
-            [ "$type" = quorum ] && [[ $name =~ $pattern ]] || continue
+            if [ "$type" != quorum ] || ! [[ $name =~ $pattern ]]; then continue; fi
             [[ $leader =~ ^$OBC_NAME([0-9]+)@ ]] || continue
             led[${BASH_REMATCH[1]}]=$((${led[${BASH_REMATCH[1]}]:-0} + 1))
         done <<<"$out"

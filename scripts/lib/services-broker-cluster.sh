@@ -25,41 +25,43 @@ broker_cluster_ports() {
     local amqp=${SHOAL_BROKER_CLUSTER_PORTS:-5681 5682 5683} epmd=${SHOAL_BROKER_CLUSTER_EPMD_PORT:-4381}
     local p dist="" n=0
     for p in $amqp; do
-        [[ $p =~ ^[0-9]{4,5}$ ]] && [ "$p" -ge 1024 ] && [ "$p" -le 45535 ] && [ "$p" -ne 5672 ] ||
+        if ! [[ $p =~ ^[0-9]{4,5}$ ]] || [ "$p" -lt 1024 ] || [ "$p" -gt 45535 ] || [ "$p" -eq 5672 ]; then
             die "SHOAL_BROKER_CLUSTER_PORTS: '$p' is not a port from 1024 to 45535 other than 5672 (the machine's broker)"
+        fi
         dist+="${dist:+ }$((p + 20000))"
         n=$((n + 1))
     done
     [ "$n" -eq 3 ] || die "SHOAL_BROKER_CLUSTER_PORTS: three AMQP ports, one per node, not '$amqp'"
-    [[ $epmd =~ ^[0-9]{4,5}$ ]] && [ "$epmd" -ne 4369 ] ||
+    if ! [[ $epmd =~ ^[0-9]{4,5}$ ]] || [ "$epmd" -eq 4369 ]; then
         die "SHOAL_BROKER_CLUSTER_EPMD_PORT: '$epmd' is not a port other than 4369 (the machine's epmd)"
+    fi
     printf '%s|%s|%s\n' "$amqp" "$dist" "$epmd"
 }
 
 # broker_cluster_definitions FILE ADMIN_PASSWORD: users, permissions, topology and policy, as a
 # definitions file (mode 600; passwords as salted SHA-256 hashes only).
 broker_cluster_definitions() {
-    local file=$1 admin_pw=$2 ns role key p conf write read sep=""
+    local file=$1 admin_pw=$2 ns key p conf write read sep=""
     ns=$(shoal_role_namespace)
-    local -a users=() perms=()
-    users+=("$(printf '{"name": "shoal", "password_hash": "%s", "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []}' "$(own_rabbit_hash "$admin_pw")")")
-    perms+=('{"user": "shoal", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}')
+    local -a user_defs=() perm_defs=()
+    user_defs+=("$(printf '{"name": "shoal", "password_hash": "%s", "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []}' "$(own_rabbit_hash "$admin_pw")")")
+    perm_defs+=('{"user": "shoal", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}')
     while IFS= read -r key; do
         [ -n "$key" ] || continue
         p=$(role_passwords "$(role_file "$key")") || die "broker cluster: $(role_file "$key") has no passwords; run services-up without --broker-cluster first"
-        users+=("$(printf '{"name": "shoal_%s", "password_hash": "%s", "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []}' "$key" "$(own_rabbit_hash "${p%% *}")")")
+        user_defs+=("$(printf '{"name": "shoal_%s", "password_hash": "%s", "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []}' "$key" "$(own_rabbit_hash "${p%% *}")")")
         IFS=$'\t' read -r conf write read < <(shoal_role_broker_perms "${key%%.*}" "$ns")
-        perms+=("$(printf '{"user": "shoal_%s", "vhost": "/", "configure": %s, "write": %s, "read": %s}' \
+        perm_defs+=("$(printf '{"user": "shoal_%s", "vhost": "/", "configure": %s, "write": %s, "read": %s}' \
             "$key" "$(own_json_str "$conf")" "$(own_json_str "$write")" "$(own_json_str "$read")")")
     done < <(printf '%s\n' "${SHOAL_ROLES[@]}"; shoal_host_users)
     (
         umask 077
         {
             printf '{"users": ['
-            for p in "${users[@]}"; do printf '%s%s' "$sep" "$p" && sep=", "; done
+            for p in "${user_defs[@]}"; do printf '%s%s' "$sep" "$p" && sep=", "; done
             printf '],\n "vhosts": [{"name": "/"}],\n "permissions": ['
             sep=""
-            for p in "${perms[@]}"; do printf '%s%s' "$sep" "$p" && sep=", "; done
+            for p in "${perm_defs[@]}"; do printf '%s%s' "$sep" "$p" && sep=", "; done
             printf '],\n'
             shoal_topology_json "$ns" /
             printf ',\n "policies": [%s]}\n' "$(shoal_dead_policy_json "$ns" /)"
@@ -93,6 +95,7 @@ broker_cluster_up() {
     ports=$(broker_cluster_ports)
     IFS='|' read -r amqp dist epmd <<<"$ports"
     obc_init "$dir" shoal "$amqp" "$dist" "$epmd"
+    # shellcheck disable=SC2034 # read by own-broker-cluster.sh
     OBC_LOGIN_USER=shoal OBC_LOGIN_PW=$pw
     for ((i = 1; i <= OBC_COUNT; i++)); do
         if obc_pid "node$i" >/dev/null; then running=$((running + 1)); fi
