@@ -58,7 +58,7 @@ chaos_broker_cluster_outage() {
         fault_log "broker node $n (pid $pid) still there after SIG$sig and SIGKILL"
     fault_log "outage of broker node $n of 3 (the queues' leader, pid $pid): SIG$sig, for ${secs}s"
     for ((i = 0; i < secs * 10 + 10; i++)); do
-        [ "$(($(date +%s%3N) - t))" -lt "$((secs * 1000))" ] && [ ! -e "$CHAOS_W/stop-monkey" ] || break
+        if [ "$(($(date +%s%3N) - t))" -ge "$((secs * 1000))" ] || [ -e "$CHAOS_W/stop-monkey" ]; then break; fi
         sleep 0.1
     done
     obc_start_node "$n"
