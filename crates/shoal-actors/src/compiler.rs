@@ -307,7 +307,7 @@ async fn current_jobs(
     }
     let mut current = Vec::with_capacity(jobs.len());
     for r in jobs {
-        if crate::still_current(&*cfg.store, r).await? {
+        if crate::still_current(&*cfg.store, r, shoal_model::JobState::CompileQueued).await? {
             current.push(r)
         } else {
             tracing::debug!(job = %r.job, "stale compile job skipped")

@@ -343,7 +343,7 @@ async fn current_items(
     }
     let mut current = Vec::with_capacity(items.len());
     for item in items {
-        if crate::still_current(&*cfg.store, item.job).await? {
+        if crate::still_current(&*cfg.store, item.job, shoal_model::JobState::EvalQueued).await? {
             current.push(item)
         } else {
             tracing::debug!(job = %item.job.job, "stale eval item skipped")

@@ -73,17 +73,27 @@ pub(crate) async fn publish(
     Ok(())
 }
 
-/// Whether job `r` of a redelivered request is still at the attempt the request names and in
-/// flight: if not, the store has moved past it (its lease ran out and it was dispatched again)
-/// and it is not run again. Reads a job's state and attempt only (`Store::job_progress`), all the
-/// compile role may read of a job.
+/// Whether job `r` of a redelivered request still waits for it: at the attempt the request
+/// names and still in `queued`, the queued state of the request's phase. Otherwise it is not run
+/// again:
+/// - the store has moved past it (its lease ran out and it was dispatched again, or it ended);
+/// - or a worker has started it (its notice was applied): the broker gave the request back
+///   because that worker's connection dropped (a broker node died, the worker was killed). A
+///   worker that lives finishes it and sends its result on its next connection; one that died
+///   stops renewing its running lease, and the job is dispatched again at a new attempt within
+///   seconds. Running it here as well would only do the work twice and have its result refused
+///   (another host's lease is not taken over).
+///
+/// Reads a job's state and attempt only (`Store::job_progress`), all the compile role may read
+/// of a job.
 pub(crate) async fn still_current(
     store: &dyn shoal_store::Store,
     r: shoal_model::JobRef,
+    queued: shoal_model::JobState,
 ) -> Result<bool, ActorError> {
     Ok(matches!(
         store.job_progress(r.job).await?,
-        Some((state, attempt)) if attempt == r.attempt && state.is_in_flight()
+        Some((state, attempt)) if attempt == r.attempt && state == queued
     ))
 }
 

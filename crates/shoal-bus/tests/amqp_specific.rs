@@ -169,15 +169,14 @@ async fn consumers_and_publishers_survive_a_dropped_connection() {
         .await
         .expect("publish across the reconnection");
 
-    // The dead channel's deliveries: an ack fails (the broker redelivers), a requeue and a drop
-    // are no-ops; nothing panics.
+    // The dead channel's deliveries: an ack, a requeue and a drop are no-ops (the broker
+    // delivers them again); nothing panics, and nothing fails its caller.
     let (first, second, third) = {
         let mut it = held.drain(..);
         (it.next().unwrap(), it.next().unwrap(), it.next().unwrap())
     };
     let lost = text(&first);
-    let err = first.ack().await.expect_err("ack on a lost channel");
-    assert!(err.to_string().contains("lost"), "{err}");
+    first.ack().await.expect("ack on a lost channel: a no-op");
     second.requeue().await.expect("requeue on a lost channel");
     drop(third);
 

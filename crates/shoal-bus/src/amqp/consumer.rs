@@ -369,9 +369,16 @@ impl RabbitSettle {
             .now_or_never();
         match sent {
             None | Some(Ok(())) => Ok(()),
+            // As good as done: an ack queued is no more a promise than this (a connection lost
+            // either way means the broker delivers the message again, and the consumer that
+            // gets it decides again). Failing here would fail the caller's loop after its work
+            // was done and sent.
             Some(Err(e)) if !self.held.channel.status().connected() => {
-                tracing::debug!(error = %e, "ack on a lost channel");
-                Err(self.lost("ack"))
+                tracing::debug!(error = %e, "ack on a lost channel: the broker delivers it again");
+                if self.held.shared.is_closed() {
+                    return Err(BusError::Closed);
+                }
+                Ok(())
             }
             Some(Err(e)) => Err(backend(format!("ack on `{}`", self.held.queue), e)),
         }
