@@ -36,11 +36,11 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The OS user running the test: the server runs as it, and its superuser is it (socket
+/// authentication).
 fn user() -> String {
-    std::env::var("USER")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "root".into())
+    let out = Command::new("id").arg("-un").output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 impl OwnMariadb {
