@@ -305,6 +305,7 @@ async fn current_jobs(
     if delivery_count <= 1 {
         return Ok(jobs);
     }
+    tokio::time::sleep(crate::REDELIVERY_PAUSE).await;
     let mut current = Vec::with_capacity(jobs.len());
     for r in jobs {
         if crate::still_current(&*cfg.store, r, shoal_model::JobState::CompileQueued).await? {

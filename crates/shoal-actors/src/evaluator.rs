@@ -341,6 +341,7 @@ async fn current_items(
     if delivery_count <= 1 {
         return Ok(items);
     }
+    tokio::time::sleep(crate::REDELIVERY_PAUSE).await;
     let mut current = Vec::with_capacity(items.len());
     for item in items {
         if crate::still_current(&*cfg.store, item.job, shoal_model::JobState::EvalQueued).await? {

@@ -97,6 +97,15 @@ pub(crate) async fn still_current(
     ))
 }
 
+/// How long a worker waits before it checks the jobs of a redelivered request
+/// ([`still_current`]): twice the Scheduler's hold on started notices, so that the notice of the
+/// worker that had the request before (sent just before its connection dropped or it died) is
+/// written by then, and the job is seen as started rather than run a second time by another
+/// host, whose result the lease holder's rule would refuse. Redeliveries are rare (a worker
+/// killed, a broker node lost), so the pause costs little.
+pub(crate) const REDELIVERY_PAUSE: std::time::Duration =
+    std::time::Duration::from_millis(2 * scheduler::STARTED_DEBOUNCE.as_millis() as u64);
+
 /// Gives `jobs` back to the Scheduler without an outcome and without counting a retry (this
 /// worker is shutting down, or its host cannot write its disk): they are dispatched again.
 pub(crate) async fn hand_back(

@@ -52,7 +52,8 @@ use crate::ActorError;
 use plan::Leases;
 use shape::{EvalShape, ShapeConfig};
 use shoal_model::message::RUNNING_LEASE;
-use started::{StartedNotices, STARTED_DEBOUNCE};
+use started::StartedNotices;
+pub(crate) use started::STARTED_DEBOUNCE;
 
 /// What a planned change is for: its session, and the delivery (by index in its batch) whose
 /// reply it came from, if it is a result; `None` for started notices and the Scheduler's own
