@@ -212,7 +212,7 @@ async fn compile_loop(
             worker: cfg.worker.clone(),
             duration_ms: t0.elapsed().as_millis() as u64,
         });
-        crate::publish(&*cfg.bus, &results, &Message::Reply(reply)).await?;
+        crate::publish_reply(&*cfg.bus, &results, &Message::Reply(reply)).await?;
         delivery.ack().await?;
     }
     Ok(())

@@ -139,7 +139,7 @@ impl Replies {
         }
         self.tasks.spawn_local(async move {
             let results = bus.namespace().results_queue();
-            crate::publish(&*bus, &results, &Message::Reply(reply)).await?;
+            crate::publish_reply(&*bus, &results, &Message::Reply(reply)).await?;
             delivery.ack().await?;
             Ok(())
         });
@@ -259,7 +259,11 @@ async fn eval_requests(
         let work = crate::with_heartbeats(&*cfg.bus, &results, notice(false), work);
         let (timed, busy) = tokio::select! {
             (sent, done) = async { tokio::join!(started, work) } => {
-                sent?;
+                // A notice the broker would not take is no reason to drop the measurements:
+                // the Scheduler takes a result whose notice it never saw.
+                if let Err(e) = sent {
+                    tracing::warn!(error = %e, "started notice not sent; the result goes on");
+                }
                 done
             }
             _ = stop.triggered() => {

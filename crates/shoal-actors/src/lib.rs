@@ -73,6 +73,39 @@ pub(crate) async fn publish(
     Ok(())
 }
 
+/// How long a worker keeps trying to send a reply the broker cannot take (see
+/// [`publish_reply`]): longer than a broker restart or a failover takes.
+pub(crate) const REPLY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// Publishes a worker's reply (a build's verdict, measurements, jobs handed back), and while the
+/// broker cannot take it (down, restarting, failing over: each try gives up after the bus's own
+/// `publish_retry_for`) keeps it and tries again, with backoff up to 10 s, for up to
+/// [`REPLY_PATIENCE`]: work done is not dropped for want of a broker. Meanwhile the request stays
+/// unacked; if its channel was lost, the broker delivers it again and the worker that gets it
+/// finds the job started and leaves it to this one ([`still_current`]). Gives up at once when the
+/// bus is closed or the process is shutting down.
+pub(crate) async fn publish_reply(
+    bus: &dyn shoal_bus::Bus,
+    queue: &str,
+    msg: &shoal_model::Message,
+) -> Result<(), ActorError> {
+    let give_up = tokio::time::Instant::now() + REPLY_PATIENCE;
+    let mut delay = std::time::Duration::from_secs(1);
+    loop {
+        match publish(bus, queue, msg).await {
+            Err(ActorError::Bus(e @ shoal_bus::BusError::Backend { .. }))
+                if !shoal_store::patient::stopping()
+                    && tokio::time::Instant::now() + delay < give_up =>
+            {
+                tracing::warn!(error = %e, retry_in = ?delay, "the broker does not take the reply; it is kept and sent again");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Whether job `r` of a redelivered request still waits for it: at the attempt the request
 /// names and still in `queued`, the queued state of the request's phase. Otherwise it is not run
 /// again:
@@ -125,7 +158,7 @@ pub(crate) async fn hand_back(
         worker: worker.to_string(),
     };
     let results = bus.namespace().results_queue();
-    publish(bus, &results, &shoal_model::Message::Reply(back)).await
+    publish_reply(bus, &results, &shoal_model::Message::Reply(back)).await
 }
 
 /// Runs `work` to its end while sending `beat` (a [`ReplyBody::Heartbeat`]) to `queue` every

@@ -125,7 +125,9 @@ pub fn stop_waiting() {
     stop_cell().send_replace(true);
 }
 
-fn stopping() -> bool {
+/// Whether [`stop_waiting`] was called: the process is shutting down, and nothing it holds
+/// should wait any longer for a server that does not answer (the broker included).
+pub fn stopping() -> bool {
     *stop_cell().borrow()
 }
 
