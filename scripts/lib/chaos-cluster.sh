@@ -352,9 +352,11 @@ chaos_monkey() {
         # A server restart takes seconds (an outage, a minute), and a hostile round waits for work
         # to forge about: each goes on beside the rest of the schedule.
         # shellcheck disable=SC2086 # ARG is words (an outage's server, signal and length) or none
+        # Never the schedule as their stdin: a command that reads it (rabbitmqctl does) would eat
+        # the rest of the schedule, and the faults after it would silently not happen.
         case $action in
-        broker | database | hostile | outage) fault "$action" $arg & ;;
-        *) fault "$action" $arg ;;
+        broker | database | hostile | outage) fault "$action" $arg </dev/null & ;;
+        *) fault "$action" $arg </dev/null ;;
         esac
     done <"$1"
     wait
