@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::own_mariadb::OwnMariadb;
+use common::own_mariadb::{free_port, OwnMariadb};
 use shoal_model::JobState;
 
 /// How long the database is away.
@@ -50,14 +50,6 @@ fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
         .find(|l| l.starts_with(prefix))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// What one session showed.

@@ -28,7 +28,8 @@ fn find(name: &str) -> Option<PathBuf> {
     found
 }
 
-fn free_port() -> u16 {
+/// A port free on loopback now.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -26,6 +26,7 @@ mod apply;
 mod cancel;
 mod dispatch;
 mod eval_room;
+mod in_flight;
 pub mod plan;
 mod progress;
 mod search;
@@ -49,6 +50,7 @@ use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
 use crate::supervise::{supervise, Backoff};
 use crate::ActorError;
+pub use in_flight::InFlight;
 use plan::Leases;
 use shape::{EvalShape, ShapeConfig};
 use shoal_model::message::RUNNING_LEASE;
@@ -218,51 +220,6 @@ struct Inner {
     /// How long the store's and the broker's outages that ended have lasted in all, as of the
     /// last lease sweep (see [`Inner::sweep_leases`]).
     outage_seen: std::cell::Cell<Duration>,
-}
-
-/// Jobs of a session in the compile phase (queued or compiling) and in the eval phase.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct InFlight {
-    pub compile: i64,
-    pub eval: i64,
-}
-
-impl InFlight {
-    /// The phase a state belongs to: 0 compile, 1 eval, none otherwise.
-    fn phase(state: shoal_model::JobState) -> Option<usize> {
-        use shoal_model::JobState::*;
-        match state {
-            CompileQueued | Compiling => Some(0),
-            EvalQueued | Evaluating => Some(1),
-            _ => None,
-        }
-    }
-
-    fn slot(&mut self, phase: usize) -> &mut i64 {
-        if phase == 0 {
-            &mut self.compile
-        } else {
-            &mut self.eval
-        }
-    }
-
-    /// Accounts for the changes that applied.
-    pub fn account<'a>(&mut self, applied: impl IntoIterator<Item = (&'a Transition, bool)>) {
-        for (t, ok) in applied {
-            if !ok {
-                continue;
-            }
-            let (from, to) = (Self::phase(t.from), Self::phase(t.to));
-            if from != to {
-                if let Some(p) = from {
-                    *self.slot(p) -= 1;
-                }
-                if let Some(p) = to {
-                    *self.slot(p) += 1;
-                }
-            }
-        }
-    }
 }
 
 impl Scheduler {
