@@ -250,6 +250,7 @@ async fn export_miopen(
         user_db: options.user_db,
         base: base.map(|dir| (dir, policy)),
         tag: options.tag,
+        full_kdb: false,
     };
     crate::miopen_export::export_selected(store, &info, &out, &which, true).await
 }

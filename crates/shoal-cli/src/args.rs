@@ -153,12 +153,17 @@ pub enum Command {
         #[arg(long, requires = "user_db")]
         miopen_version: Option<String>,
         /// MIOpen: merge the session's results into the databases found in this directory
-        /// (e.g. a copy of MIOpen's shipped `gfx942130.db` and `gfx942130.HIP.fdb.txt`, under
-        /// the names this export writes) and write the merged files to -o. The directory is
-        /// only read. Find db: per key the fastest records of both; perf dbs: per (config,
-        /// solver) by --policy; kernel db: the base's kernels plus the session's. A summary
-        /// prints keys or pairs kept, added, improved and regressed. With --cluster: a relative
-        /// directory inside the exporter's `--export-dir` on its host.
+        /// (e.g. a copy of MIOpen's shipped `gfx942130.db`, `gfx942130.HIP.fdb.txt` and
+        /// `gfx942.kdb`, under the names this export writes) and write the merged files to -o.
+        /// The directory is only read, and nothing in it is lost: a key or pair the session did
+        /// not tune is written byte for byte, and on a tuned key every record the session does
+        /// not supersede (by --policy) stays (docs/miopen-merge.md). Only the formats the base
+        /// has are written, unless --find-db, --perf-db or --kern-db ask; the text perf db is
+        /// generated from the merged SQLite one. A summary prints keys or pairs kept, added,
+        /// improved, worse and updated. With --user-db, DIR must hold user databases of that
+        /// version. With --cluster: a relative directory inside the exporter's `--export-dir`.
+        ///
+        /// Example: shoal export --session 3 --base /opt/rocm/share/miopen/db -o merged/
         #[arg(long, value_name = "DIR")]
         base: Option<PathBuf>,
         /// With --base, where both have an entry: `better` takes the faster one where the
@@ -170,6 +175,11 @@ pub enum Command {
         /// one network of a session that tuned several.
         #[arg(short = 't', long)]
         tag: Option<String>,
+        /// MIOpen: the kernel db holds the kernels of every entry the find and perf dbs hold.
+        /// By default it holds those of each find-db key's fastest entry (MITuna's rule; MIOpen
+        /// compiles any other it picks at run time), about a tenth as many.
+        #[arg(long, conflicts_with = "cluster")]
+        full_kdb: bool,
         /// `t4`: write the session as recorded search spaces in the T4 format instead, one
         /// `<solver>-<config>.T4.json` per problem (any backend), for search strategies to be
         /// developed and compared on, here or in KernelTuner.
@@ -339,15 +349,35 @@ impl RestartableActor {
 
 #[derive(Debug, Subcommand)]
 pub enum GoldenCommand {
-    /// Merge a session's results into golden version V (created if missing): per key the
-    /// faster entries, by --policy, with a summary of what was kept, added, improved and
-    /// regressed. The new version replaces the old whole (written beside it, then renamed).
+    /// Merge a session's results into golden version V (created if missing), as `export
+    /// --base` merges: nothing the version holds is lost, the session's entries go in by
+    /// --policy, and a summary says what was kept, added, improved, worse and updated. The new
+    /// version replaces the old whole (written beside it, then renamed).
+    ///
+    /// Example: shoal golden update --session 4 --golden-v 3 --base-golden-v 2
     Update {
         /// Session id (default: the newest in the store).
         #[arg(long)]
         session: Option<i64>,
         #[arg(long, value_name = "V")]
         golden_v: u32,
+        /// Build version V as a new version from version N and the session (MITuna's
+        /// `update_golden --base_golden_v`): N is only read, and V must not exist yet.
+        #[arg(long, value_name = "N")]
+        base_golden_v: Option<u32>,
+        /// Write the find db even if the version has none.
+        #[arg(long)]
+        find_db: bool,
+        /// Write the perf dbs even if the version has none (the session's alone would stand
+        /// in for MIOpen's shipped perf db wherever the version is installed).
+        #[arg(long)]
+        perf_db: bool,
+        /// Write the kernel db even if the version has none.
+        #[arg(long)]
+        kern_db: bool,
+        /// The kernel db gets the kernels of every entry, not only each key's fastest.
+        #[arg(long)]
+        full_kdb: bool,
         /// Where both have an entry: `better` (the faster, where times compare) or `newer`.
         #[arg(long, value_parser = ["better", "newer"], default_value = "better")]
         policy: String,

@@ -98,6 +98,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             base,
             policy,
             tag,
+            full_kdb,
             cluster: false,
             force,
             ..
@@ -109,6 +110,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 user_db: user_db.then(|| miopen_version.unwrap_or_default()),
                 base: base.map(|b| (b, crate::miopen::export::policy(&policy))),
                 tag,
+                full_kdb,
             };
             export(&db, session, &out, which, force).await
         }
@@ -426,8 +428,13 @@ async fn golden(cmd: crate::args::GoldenCommand, db: &Path) -> anyhow::Result<Ex
         GoldenCommand::Update {
             session,
             golden_v,
+            base_golden_v,
             policy,
             golden_dir,
+            find_db,
+            perf_db,
+            kern_db,
+            full_kdb,
         } => {
             let store = open_existing(db).await?;
             let info = session_or_newest(&*store, session).await?;
@@ -437,12 +444,20 @@ async fn golden(cmd: crate::args::GoldenCommand, db: &Path) -> anyhow::Result<Ex
                 "session {session} is not a MIOpen session: golden versions hold MIOpen databases"
             );
             let dir = golden::golden_dir(golden_dir.as_deref(), db);
+            let which = crate::miopen::export::Which {
+                find_db,
+                perf_db,
+                kern_db,
+                full_kdb,
+                ..Default::default()
+            };
             golden::update(
                 &*store,
                 &info,
                 &dir,
-                golden_v,
+                (golden_v, base_golden_v),
                 crate::miopen::export::policy(&policy),
+                which,
             )
             .await
         }

@@ -574,7 +574,17 @@ fn user_db_names_follow_miopen() {
     assert_eq!(n.kern_db, "gfx942130.ukdb");
     let dotted = shoal_miopen::export::user_db_names("gfx90a", 110, "3.2.0.abc").unwrap();
     assert_eq!(dotted.find_db, "gfx90a6e.HIP.3_2_0_abc.ufdb.txt");
-    for bad in ["3.3.0", "2a1e2f3", "3.x.0-abc", ""] {
+    // A BUILD_DEV build's suffix has no tweak (`HIP.<M>_<m>_<p>`).
+    let dev = shoal_miopen::export::user_db_names_of("gfx942", 304, "3.3.0").unwrap();
+    assert!(dev.build_dev);
+    assert_eq!(dev.names.find_db, "gfx942130.HIP.3_3_0.ufdb.txt");
+    assert_eq!(dev.names.perf_db_text, "gfx942130.HIP.3_3_0.udb.txt");
+    assert!(
+        !shoal_miopen::export::user_db_names_of("gfx942", 304, "3.3.0-2a1e2f3")
+            .unwrap()
+            .build_dev
+    );
+    for bad in ["3.3", "2a1e2f3", "3.x.0-abc", "3.3.0-", ""] {
         let e = shoal_miopen::export::user_db_names("gfx942", 304, bad).unwrap_err();
         assert!(e.contains("tweak"), "{bad}: {e}");
     }

@@ -4,91 +4,19 @@
 //! the exporter role writes them on `shoal export --cluster` for a MIOpen session
 //! ([`crate::exporter::serve_requests`]).
 
-mod merge;
+mod base;
 mod selected;
+mod writing;
 pub use selected::{export_selected, Which};
+pub use writing::{Asked, Plan};
 
 use shoal_backend::miopen::parse_compiled;
-use shoal_export::files::OutputDir;
-use shoal_miopen::export::{self, ExportNames, FindDbEntry, KdbEntry, PerfDbEntry};
+use shoal_miopen::export::{self, FindDbEntry, KdbEntry, PerfDbEntry};
 use shoal_miopen::ConvConfig;
 use shoal_model::{JobState, Outcome, Session, Step};
 use shoal_store::Store;
 
 use crate::ActorError;
-
-/// Which databases to write.
-#[derive(Clone, Copy, Debug)]
-pub struct Databases {
-    pub find_db: bool,
-    pub perf_db: bool,
-    pub kern_db: bool,
-}
-
-impl Databases {
-    /// The file names these databases are written as.
-    pub fn files<'n>(&self, names: &'n ExportNames) -> Vec<&'n str> {
-        let mut writes: Vec<&str> = Vec::new();
-        if self.find_db {
-            writes.push(&names.find_db);
-        }
-        if self.perf_db {
-            writes.extend([names.perf_db_sqlite.as_str(), names.perf_db_text.as_str()]);
-        }
-        if self.kern_db {
-            writes.push(&names.kern_db);
-        }
-        writes
-    }
-}
-
-/// Writes the databases of `entries` into `dir`, and says what each file holds, a line each.
-pub async fn write(
-    store: &dyn Store,
-    session: &Session,
-    entries: &Entries,
-    names: &ExportNames,
-    which: Databases,
-    dir: &OutputDir,
-) -> Result<Vec<String>, ActorError> {
-    let failed = |e: shoal_export::files::OutputError| ActorError::Other(e.to_string());
-    let (finds, perfs) = (&entries.finds, &entries.perfs);
-    let mut lines = Vec::new();
-    if which.find_db {
-        let name = &names.find_db;
-        dir.write_bytes(name, export::find_db_text(finds).as_bytes())
-            .map_err(failed)?;
-        lines.push(format!(
-            "{}: {} entries",
-            dir.path(name).display(),
-            finds.len()
-        ));
-    }
-    if which.perf_db {
-        let sqlite = &names.perf_db_sqlite;
-        let counts = dir
-            .write(sqlite, |p| export::write_perf_db_sqlite(p, perfs))
-            .map_err(failed)?;
-        lines.push(format!("{}: {counts:?}", dir.path(sqlite).display()));
-        let text = &names.perf_db_text;
-        dir.write_bytes(text, export::perf_db_text(perfs).as_bytes())
-            .map_err(failed)?;
-        lines.push(format!(
-            "{}: {} entries",
-            dir.path(text).display(),
-            perfs.len()
-        ));
-    }
-    if which.kern_db {
-        let kernels = entries.kernels(store, &session.info.arch).await?;
-        let name = &names.kern_db;
-        let n = dir
-            .write(name, |p| export::write_kdb(p, &kernels))
-            .map_err(failed)?;
-        lines.push(format!("{}: {n} kernels", dir.path(name).display()));
-    }
-    Ok(lines)
-}
 
 /// A session's find and perf entries, from its evaluated jobs: the find db from its find-eval
 /// jobs (from its perf-eval jobs when it has none, as a perf-only session always did), the perf
@@ -177,26 +105,35 @@ impl Entries {
         Ok(e)
     }
 
-    /// The kernels of the entries that made it into the find or perf db, as MITuna's kernel db
-    /// holds them, not every kernel ever compiled.
+    /// The kernels for the kernel db. By MITuna's rule, those of each find-db key's fastest
+    /// entry: MIOpen runs that one, and compiles any other it picks at run time (961 configs of
+    /// a perf session make about 1.6k kernels this way, against 19k for every tuned entry).
+    /// With `full`, those of every entry the find db keeps and every perf-db entry.
     pub async fn kernels(
         &self,
         store: &dyn Store,
         arch: &str,
+        full: bool,
     ) -> Result<Vec<KdbEntry>, ActorError> {
-        let kept: std::collections::HashSet<usize> = export::find_db_kept(&self.finds)
-            .into_values()
-            .flatten()
-            .collect();
+        let kept = export::find_db_kept(&self.finds);
+        let chosen: std::collections::HashSet<usize> = if full {
+            kept.into_values().flatten().collect()
+        } else {
+            kept.into_values()
+                .filter_map(|v| v.first().copied())
+                .collect()
+        };
         let mut kernels = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (i, &(job, in_perf_db)) in self.sources.iter().enumerate() {
-            if kept.contains(&i) || in_perf_db {
+            if chosen.contains(&i) || (full && in_perf_db) {
                 kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
             }
         }
-        for &job in &self.perf_only {
-            kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
+        if full {
+            for &job in &self.perf_only {
+                kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
+            }
         }
         Ok(kernels)
     }

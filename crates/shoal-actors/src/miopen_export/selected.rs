@@ -10,11 +10,12 @@ use shoal_miopen::export::{self, merge::Policy};
 use shoal_model::Session;
 use shoal_store::Store;
 
-use super::merge::{Base, Merging};
-use super::{write, Databases, Entries};
+use super::base::{failed, Base, BaseNames};
+use super::writing::{Asked, Plan, Writing};
+use super::Entries;
 use crate::ActorError;
 
-/// Which databases to write; none selected means all of them.
+/// Which databases to write; none selected means all of them (with a base: all it has).
 #[derive(Clone, Debug, Default)]
 pub struct Which {
     pub find_db: bool,
@@ -27,6 +28,8 @@ pub struct Which {
     pub base: Option<(PathBuf, Policy)>,
     /// Only the results of configs with this tag.
     pub tag: Option<String>,
+    /// The kernel db holds the kernels of every tuned entry, not only each key's fastest.
+    pub full_kdb: bool,
 }
 
 /// Writes the databases `which` selects into `out` (replacing what is there with `force`, else
@@ -38,70 +41,82 @@ pub async fn export_selected(
     which: &Which,
     force: bool,
 ) -> Result<Vec<String>, ActorError> {
-    let failed = |e: shoal_export::files::OutputError| ActorError::Other(e.to_string());
-    let all = !(which.find_db || which.perf_db || which.kern_db);
-    let databases = Databases {
-        find_db: all || which.find_db,
-        perf_db: all || which.perf_db,
-        kern_db: all || which.kern_db,
+    let asked = Asked {
+        find_db: which.find_db,
+        perf_db: which.perf_db,
+        kern_db: which.kern_db,
     };
-    let names = names_for(session, which.user_db.as_deref())?;
-    // Every file this export writes is checked before any is computed or written.
-    let writes = databases.files(&names);
+    let (names, build_dev) = names_for(session, which.user_db.as_deref())?;
     let mut lines = Vec::new();
+    if build_dev {
+        lines.push(
+            "--user-db: names of a BUILD_DEV build of MIOpen (no tweak in the version); a \
+             release build reads HIP.<M>_<m>_<p>_<tweak> names: pass --miopen-version with the \
+             tweak for those"
+                .to_string(),
+        );
+    }
     // The base, if any, is read and checked in full before anything is written.
+    let (arch, num_cu) = (&session.info.arch, session.info.num_cu);
     let base = match &which.base {
         Some((dir, _)) => {
-            let base = Base::load(dir, out, &names)?;
+            let base_names = BaseNames {
+                names: &names,
+                shipped_kdb: which
+                    .user_db
+                    .is_none()
+                    .then(|| export::shipped_kdb_name(arch)),
+                system: which
+                    .user_db
+                    .is_some()
+                    .then(|| export::file_names(arch, num_cu)),
+            };
+            let base = Base::load(dir, out, &base_names)?;
             lines.push(base.describe(&names));
             Some(base)
         }
         None => None,
     };
-    let dir = OutputDir::prepare(out, &writes, force).map_err(failed)?;
+    let plan = Plan::new(asked, base.as_ref(), &names);
+    // Every file this export may write is checked before any is computed or written.
+    let dir = OutputDir::prepare(out, &plan.files(&names), force).map_err(failed)?;
     let entries = Entries::of(store, session, which.tag.as_deref()).await?;
-    let (Some(base), Some((_, policy))) = (&base, &which.base) else {
-        lines.extend(write(store, session, &entries, &names, databases, &dir).await?);
-        return Ok(lines);
-    };
-    let kernels = if databases.kern_db {
-        entries.kernels(store, &session.info.arch).await?
+    let kernels = if plan.kern_db {
+        entries.kernels(store, arch, which.full_kdb).await?
     } else {
         Vec::new()
     };
-    let merging = Merging {
-        base,
+    let writing = Writing {
+        base: base.as_ref(),
         names: &names,
-        policy: *policy,
+        plan: &plan,
+        policy: which.base.as_ref().map_or(Policy::Better, |(_, p)| *p),
         finds: &entries.finds,
         perfs: &entries.perfs,
+        out: &dir,
     };
-    if databases.find_db {
-        merging.find_db(&dir, &mut lines)?;
-    }
-    if databases.perf_db {
-        merging.perf_dbs(&dir, &mut lines)?;
-    }
-    if databases.kern_db {
-        merging.kdb(&dir, &kernels, &mut lines)?;
-    }
+    lines.extend(writing.all(&kernels)?);
     Ok(lines)
 }
 
 /// The system databases' names, or with `user_db` the user databases' for that MIOpen version
-/// (empty: the session's).
-fn names_for(session: &Session, user_db: Option<&str>) -> Result<export::ExportNames, ActorError> {
+/// (empty: the session's), and whether those are a BUILD_DEV build's.
+fn names_for(
+    session: &Session,
+    user_db: Option<&str>,
+) -> Result<(export::ExportNames, bool), ActorError> {
     let (arch, num_cu) = (&session.info.arch, session.info.num_cu);
     Ok(match user_db {
-        None => export::file_names(arch, num_cu),
+        None => (export::file_names(arch, num_cu), false),
         Some(v) => {
             let version = if v.is_empty() {
                 &session.info.library_version
             } else {
                 v
             };
-            export::user_db_names(arch, num_cu, version)
-                .map_err(|e| ActorError::Other(format!("--user-db: {e}; pass --miopen-version")))?
+            let n = export::user_db_names_of(arch, num_cu, version)
+                .map_err(|e| ActorError::Other(format!("--user-db: {e}; pass --miopen-version")))?;
+            (n.names, n.build_dev)
         }
     })
 }

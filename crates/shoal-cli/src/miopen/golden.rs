@@ -7,9 +7,11 @@
 //! - `shoal import-db --golden-v V DIR` starts a version from existing databases (MIOpen's
 //!   shipped files), each checked as a merge base is;
 //! - `shoal golden update --session N --golden-v V` merges a session into it, exactly as
-//!   `shoal export --base` merges (per key the faster entries, `--policy`), printing what was
-//!   kept, added, improved and regressed; the new version is written beside the old and renamed
-//!   into place, so an interrupted update leaves the old version whole;
+//!   `shoal export --base` merges (nothing the version holds is lost; `--policy`), printing
+//!   what was kept, added, improved, worse and updated; `--base-golden-v N` builds V as a new
+//!   version from N and the session (MITuna's `update_golden --base_golden_v`). The new version
+//!   is written beside the old and renamed into place, so an interrupted update leaves the old
+//!   version whole;
 //! - `shoal export --golden-v V -o OUT` writes it out, never replacing files without `--force`.
 //!
 //! The golden directory is `<store file>.golden` unless `--golden-dir` says otherwise.
@@ -101,46 +103,74 @@ fn check_database(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `shoal golden update`: the session merged into version V (created if missing), written
-/// beside it and renamed into place.
+/// `shoal golden update`: the session merged into version V (created if missing), or with
+/// `--base-golden-v N` into a copy of version N as the new version V; written beside it and
+/// renamed into place.
 pub async fn update(
     store: &dyn shoal_store::Store,
     session: &shoal_model::Session,
     golden: &Path,
-    v: u32,
+    (v, base_v): (u32, Option<u32>),
     policy: Policy,
+    which: Which,
 ) -> anyhow::Result<ExitCode> {
     let dir = version_dir(golden, v);
+    let from = match base_v {
+        Some(n) => {
+            anyhow::ensure!(
+                n != v,
+                "--base-golden-v {n} is --golden-v {v}: to fold the session into version {v}, \
+                 drop --base-golden-v"
+            );
+            let from = version_dir(golden, n);
+            anyhow::ensure!(
+                from.is_dir(),
+                "golden version {n} does not exist ({}); `shoal golden list` shows the versions",
+                from.display()
+            );
+            anyhow::ensure!(
+                !dir.exists(),
+                "golden version {v} exists already ({}): --base-golden-v builds a new version; \
+                 pick an unused number, or drop --base-golden-v to fold the session into {v}",
+                dir.display()
+            );
+            from
+        }
+        None => dir.clone(),
+    };
     let staging = golden.join(format!(".v{v}.staging"));
     if staging.exists() {
         std::fs::remove_dir_all(&staging)
             .with_context(|| format!("removing {}", staging.display()))?;
     }
     std::fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
-    // The version's files for other architectures are carried over as they are.
-    let existing = if dir.is_dir() {
-        database_files(&dir)?
+    let existing = if from.is_dir() {
+        database_files(&from)?
     } else {
         Vec::new()
     };
-    let which = Which {
-        find_db: false,
-        perf_db: false,
-        kern_db: false,
-        user_db: None,
-        base: dir.is_dir().then(|| (dir.clone(), policy)),
-        tag: None,
-    };
-    let names = shoal_miopen::export::file_names(&session.info.arch, session.info.num_cu);
+    let (arch, num_cu) = (&session.info.arch, session.info.num_cu);
+    let names = shoal_miopen::export::file_names(arch, num_cu);
     let ours = [
-        &names.find_db,
-        &names.perf_db_sqlite,
-        &names.perf_db_text,
-        &names.kern_db,
+        names.find_db.clone(),
+        names.perf_db_sqlite.clone(),
+        names.perf_db_text.clone(),
+        names.kern_db.clone(),
+        shoal_miopen::export::shipped_kdb_name(arch),
     ];
+    // The version's files for other architectures are carried over as they are; this
+    // architecture's are the base the session is merged into.
     for name in existing.iter().filter(|n| !ours.contains(n)) {
-        std::fs::copy(dir.join(name), staging.join(name))
-            .with_context(|| format!("copying {}", dir.join(name).display()))?;
+        std::fs::copy(from.join(name), staging.join(name))
+            .with_context(|| format!("copying {}", from.join(name).display()))?;
+    }
+    let has_ours = existing.iter().any(|n| ours.contains(n));
+    let which = Which {
+        base: has_ours.then(|| (from.clone(), policy)),
+        ..which
+    };
+    if let Some(n) = base_v {
+        println!("golden version {v}: built from version {n}");
     }
     super::export::export(store, session, &staging, which, false).await?;
     // Swap: the old version aside, the new one in, the old one gone.

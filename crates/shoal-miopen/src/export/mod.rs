@@ -104,35 +104,63 @@ pub fn file_names(arch: &str, num_cu: u32) -> ExportNames {
     }
 }
 
+/// The kernel db's other system name: MIOpen falls back from `<base>.kdb` to `<DbId>.kdb`,
+/// which is how the shipped kernel dbs are named (`gfx942.kdb`, `gfx90a.kdb`;
+/// `docs/miopen-formats.md` §4.3).
+pub fn shipped_kdb_name(arch: &str) -> String {
+    format!("{}.kdb", crate::naming::db_id(arch))
+}
+
 /// The names of the user databases that MIOpen `version` reads from `MIOPEN_USER_DB_PATH`
 /// (`docs/miopen-formats.md` §2.2, §3.1, §4.3): `<base>.<suffix>.ufdb.txt` (find db),
 /// `<base>.<suffix>.udb.txt` (text perf db, MIOpen 3.2+), `<base>_1.1.0.udb` (SQLite perf db,
-/// builds with SQLite perf dbs) and `<base>.ukdb` (kernel cache, read from the cache directory),
-/// where `<suffix>` is `HIP.<major>_<minor>_<patch>_<tweak>`. `version` is the session's MIOpen
-/// version, `3.2.0-2a1e2f3` or `3.2.0.2a1e2f3`: a release's user-db names carry its tweak (the
-/// git hash), so a version without one is refused with the reason.
+/// builds with SQLite perf dbs) and `<base>.ukdb` (kernel cache, read from the cache directory).
+/// `version` is the MIOpen version: `3.2.0-2a1e2f3` or `3.2.0.2a1e2f3` for a release, whose
+/// suffix `HIP.<major>_<minor>_<patch>_<tweak>` carries the tweak (the git hash), or `3.2.0`
+/// for a `BUILD_DEV` build, whose suffix is `HIP.<major>_<minor>_<patch>` ([`UserDbNames`]
+/// says which).
 pub fn user_db_names(arch: &str, num_cu: u32, version: &str) -> Result<ExportNames, String> {
+    user_db_names_of(arch, num_cu, version).map(|n| n.names)
+}
+
+/// User-db names, and which kind of MIOpen build reads them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserDbNames {
+    pub names: ExportNames,
+    /// The names of a `BUILD_DEV` build (no tweak in the suffix); a release build reads others.
+    pub build_dev: bool,
+}
+
+/// [`user_db_names`], saying whether the names are a `BUILD_DEV` build's.
+pub fn user_db_names_of(arch: &str, num_cu: u32, version: &str) -> Result<UserDbNames, String> {
     let parts: Vec<&str> = version.split(['.', '-']).collect();
     let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let suffix = match parts.as_slice() {
+    let (suffix, build_dev) = match parts.as_slice() {
         [major, minor, patch, tweak]
             if numeric(major) && numeric(minor) && numeric(patch) && !tweak.is_empty() =>
         {
-            format!("HIP.{major}_{minor}_{patch}_{tweak}")
+            (format!("HIP.{major}_{minor}_{patch}_{tweak}"), false)
+        }
+        [major, minor, patch] if numeric(major) && numeric(minor) && numeric(patch) => {
+            (format!("HIP.{major}_{minor}_{patch}"), true)
         }
         _ => {
             return Err(format!(
-                "MIOpen version `{version}`: user-db names need major.minor.patch and the tweak \
-                 (e.g. 3.2.0-2a1e2f3, from MIOpen's version.h)"
+                "MIOpen version `{version}`: user-db names need major.minor.patch and, for a \
+                 release build, the tweak (e.g. 3.2.0-2a1e2f3, from MIOpen's version.h; 3.2.0 \
+                 names a BUILD_DEV build's)"
             ))
         }
     };
     let base = crate::naming::db_base_name(arch, num_cu);
-    Ok(ExportNames {
-        find_db: format!("{base}.{suffix}.ufdb.txt"),
-        perf_db_sqlite: format!("{base}_1.1.0.udb"),
-        perf_db_text: format!("{base}.{suffix}.udb.txt"),
-        kern_db: format!("{base}.ukdb"),
+    Ok(UserDbNames {
+        names: ExportNames {
+            find_db: format!("{base}.{suffix}.ufdb.txt"),
+            perf_db_sqlite: format!("{base}_1.1.0.udb"),
+            perf_db_text: format!("{base}.{suffix}.udb.txt"),
+            kern_db: format!("{base}.ukdb"),
+        },
+        build_dev,
     })
 }
 

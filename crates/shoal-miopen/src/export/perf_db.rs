@@ -80,7 +80,7 @@ pub fn perf_db_text(entries: &[PerfDbEntry]) -> String {
 
 /// The 24 config-row values of a perf-db key, in key order: 21 integers
 /// (`spatial_dim … group_count`), then `layout`, `data_type`, `direction`.
-fn key_columns(key: &str) -> Result<(Vec<i64>, [String; 3]), ExportError> {
+pub(crate) fn key_columns(key: &str) -> Result<(Vec<i64>, [String; 3]), ExportError> {
     let fields: Vec<&str> = key.split('x').collect();
     if fields.len() != 24 {
         return Err(ExportError::BadKey(key.to_string()));
