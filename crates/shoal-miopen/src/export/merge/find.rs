@@ -277,7 +277,7 @@ E:5,0,miopenConvolutionFwdAlgoDirect;F:6.000,0,miopenConvolutionFwdAlgoDirect\n"
     /// counted as improved, although the session's exact times are not the written ones.
     #[test]
     fn a_second_merge_of_the_same_session_changes_nothing() {
-        let entries: Vec<FindDbEntry> = [("A", 0.123_456_78_f32), ("B", 2.718_281_8)]
+        let entries: Vec<FindDbEntry> = [("A", 0.123_456_78_f32), ("B", 2.345_678_9)]
             .iter()
             .map(|(s, t)| FindDbEntry {
                 config: crate::keys::parse_find_db_key(
