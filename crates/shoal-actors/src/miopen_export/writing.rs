@@ -74,8 +74,9 @@ impl Plan {
         let mut lacks = |has: bool, name: &str, flag: &str| {
             if !has {
                 left_out.push(format!(
-                    "{name}: not written: the base has none, and the session's alone would \
-                     stand in for all of MIOpen's; pass {flag} to write it"
+                    "{name}: not written: the base has no such file, and the session's \
+                     entries alone, installed in its place, would hide MIOpen's shipped one; \
+                     pass {flag} to write it anyway"
                 ));
             }
             has
