@@ -62,6 +62,54 @@ pub fn db_base_name(arch: &str, num_cu: u32) -> String {
     }
 }
 
+/// The device a database base name is for, the inverse of [`db_base_name`]: `gfx942130` →
+/// (`gfx942`, 304), `gfx906_60` → (`gfx906`, 60), `gfx90a_xnack6e` → (`gfx90a:xnack+`, 110).
+///
+/// Why it can be undone: a gfx name is `gfx` and three characters (`gfx906`, `gfx90a`), or four
+/// when its major version has two digits (`gfx1030`, always starting `gfx1`), and the CU count
+/// that follows is decimal after `_` up to 64 and lowercase hex above it, so where the name ends
+/// and which base the count is in are both known. Used to read the device of a shipped database
+/// from its file name (`shoal import-db --store`), as MIOpen's own fallback lookup does. A name
+/// that [`db_base_name`] would not write back the same is refused, with the rule.
+pub fn split_db_base_name(base: &str) -> Result<(String, u32), String> {
+    let refused = |why: &str| {
+        format!(
+            "`{base}` is not a MIOpen database base name ({why}); one is the gfx name followed by \
+             `_<CUs>` for at most 64 CUs or by the CU count in lowercase hex above 64, e.g. \
+             gfx906_60, gfx90a6e, gfx942130"
+        )
+    };
+    let rest = base
+        .strip_prefix("gfx")
+        .ok_or_else(|| refused("it does not start with `gfx`"))?;
+    let id_len = if rest.starts_with('1') { 4 } else { 3 };
+    let (id, rest) = rest
+        .split_at_checked(id_len)
+        .filter(|(id, _)| {
+            id.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+        .ok_or_else(|| refused("no gfx name such as gfx906 or gfx1030"))?;
+    let (arch, rest) = match rest.strip_prefix("_xnack") {
+        Some(rest) => (format!("gfx{id}:xnack+"), rest),
+        None => (format!("gfx{id}"), rest),
+    };
+    let num_cu = match rest.strip_prefix('_') {
+        Some(decimal) if decimal.bytes().all(|b| b.is_ascii_digit()) => decimal.parse().ok(),
+        Some(_) => None,
+        None => u32::from_str_radix(rest, 16).ok(),
+    }
+    .filter(|&cu| cu > 0)
+    .ok_or_else(|| refused("no CU count after the gfx name"))?;
+    if db_base_name(&arch, num_cu) != base {
+        return Err(refused(&format!(
+            "{num_cu} CUs would be written `{}`",
+            db_base_name(&arch, num_cu)
+        )));
+    }
+    Ok((arch, num_cu))
+}
+
 /// MITuna's `arch2targetid`, the `arch` fin is given: `gfx1030` → `gfx1030`, `gfx900` →
 /// `gfx900:xnack-`, any other → `<arch>:sram-ecc+:xnack-` (MITuna's spelling, with the hyphen
 /// in `sram-ecc`). Features already on `arch` are dropped first (MITuna is only ever called
@@ -113,6 +161,51 @@ mod tests {
         assert_eq!(db_base_name("Vega10", 64), "gfx900_64");
         assert_eq!(db_base_name("gfx901:xnack-", 56), "gfx900_56");
         assert_eq!(base_arch("gfx942:sramecc+:xnack-"), "gfx942");
+    }
+
+    #[test]
+    fn base_names_read_back_into_their_device() {
+        for (arch, cu, name) in [
+            ("gfx908", 120, "gfx90878"),
+            ("gfx906", 60, "gfx906_60"),
+            ("gfx906", 64, "gfx906_64"),
+            ("gfx803", 36, "gfx803_36"),
+            ("gfx90a", 104, "gfx90a68"),
+            ("gfx90a", 110, "gfx90a6e"),
+            ("gfx942", 304, "gfx942130"),
+            ("gfx942", 228, "gfx942e4"),
+            ("gfx1030", 36, "gfx1030_36"),
+            ("gfx1100", 96, "gfx110060"),
+            ("gfx90a", 65, "gfx90a41"),
+            ("gfx90a:xnack+", 110, "gfx90a_xnack6e"),
+        ] {
+            assert_eq!(
+                split_db_base_name(name),
+                Ok((arch.to_string(), cu)),
+                "{name}"
+            );
+            assert_eq!(db_base_name(arch, cu), name, "the inverse of {name}");
+        }
+    }
+
+    #[test]
+    fn names_no_device_writes_are_refused_with_the_rule() {
+        for (name, why) in [
+            ("gfx942", "no CU count"),
+            ("vega10_64", "does not start with `gfx`"),
+            ("gfx9", "no gfx name"),
+            ("gfx9g2130", "no gfx name"),
+            // 60 CUs are written in decimal, 100 in hex: neither name is MIOpen's.
+            ("gfx9063c", "60 CUs would be written `gfx906_60`"),
+            ("gfx906_100", "100 CUs would be written `gfx90664`"),
+            ("gfx906_0", "no CU count"),
+            ("gfx906_6x", "no CU count"),
+            ("gfx942130.HIP", "no CU count"),
+        ] {
+            let e = split_db_base_name(name).unwrap_err();
+            assert!(e.contains(why) && e.contains(name), "{name}: {e}");
+            assert!(e.contains("gfx942130"), "the error shows an example: {e}");
+        }
     }
 
     #[test]

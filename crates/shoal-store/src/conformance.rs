@@ -26,6 +26,7 @@ use crate::{Batch, BuildRecord, Change, Store, StoreError};
 
 mod catalog;
 mod commands;
+mod db_import;
 mod outage;
 mod outbox;
 mod presence;
@@ -33,6 +34,7 @@ mod search_states;
 mod transitions;
 pub use catalog::*;
 pub use commands::*;
+pub use db_import::*;
 pub use outage::*;
 pub use outbox::*;
 pub use presence::*;
@@ -87,6 +89,7 @@ macro_rules! store_conformance_tests {
             the_first_reply_of_a_command_is_kept,
             a_cancelled_session_stays_cancelled,
             a_shipped_file_is_whole_only_with_every_part,
+            database_imports_are_stored_whole_and_read_back_in_order,
             an_outage_extends_in_flight_leases_set_before_it,
         );
     };

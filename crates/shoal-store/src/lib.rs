@@ -24,6 +24,7 @@ mod encoding;
 mod commands;
 #[cfg(feature = "test-support")]
 pub mod conformance;
+mod db_import;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 pub mod outbox;
@@ -42,6 +43,7 @@ use shoal_model::{
     TransitionError,
 };
 
+pub use db_import::{DbImport, DbImportId, DbRecord, DbValue, NewDbImport};
 #[cfg(feature = "mysql")]
 pub use mysql::{MysqlOptions, MysqlStore, MysqlTls};
 #[cfg(feature = "sqlite")]
@@ -206,6 +208,19 @@ macro_rules! delegating_store {
         }
         async fn forget_file(&self, sha256: &str) -> $crate::Result<()> {
             self.$field.forget_file(sha256).await
+        }
+        async fn create_db_import(
+            &self,
+            import: &$crate::NewDbImport,
+            records: &[$crate::DbRecord],
+        ) -> $crate::Result<$crate::DbImportId> {
+            self.$field.create_db_import(import, records).await
+        }
+        async fn db_imports(&self) -> $crate::Result<Vec<$crate::DbImport>> {
+            self.$field.db_imports().await
+        }
+        async fn db_records(&self, import: $crate::DbImportId) -> $crate::Result<Vec<$crate::DbRecord>> {
+            self.$field.db_records(import).await
         }
             }
     };
@@ -484,4 +499,18 @@ pub trait Store: Send + Sync + 'static {
     async fn shipped_file(&self, sha256: &str) -> Result<Option<Vec<u8>>>;
     /// Forgets every stored part of `sha256` (parts that did not hash to it).
     async fn forget_file(&self, sha256: &str) -> Result<()>;
+
+    /// Stores MIOpen databases read from files (`shoal import-db --store`): the import and its
+    /// records, in one transaction, the records in the order given; every record is checked
+    /// first, and one the stores could not keep exactly refuses the whole import
+    /// ([`StoreError::Invalid`], naming it). Each record's config must exist.
+    async fn create_db_import(
+        &self,
+        import: &NewDbImport,
+        records: &[DbRecord],
+    ) -> Result<DbImportId>;
+    /// Every database import, oldest first, with the counts of its records.
+    async fn db_imports(&self) -> Result<Vec<DbImport>>;
+    /// An import's records in the order they were stored (none for an id not stored).
+    async fn db_records(&self, import: DbImportId) -> Result<Vec<DbRecord>>;
 }

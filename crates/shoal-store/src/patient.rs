@@ -14,7 +14,9 @@
 //!   are read back, and a change whose job is now exactly where the change would have put it is
 //!   reported as applied (the Scheduler is the one writer of job state, so nothing else moved
 //!   it there);
-//! - [`Store::create_session`] looks for the session it may have created before creating one.
+//! - [`Store::create_session`] looks for the session it may have created before creating one,
+//!   and [`Store::create_db_import`] for the import (by its label, device, files and creation
+//!   time, which its caller sets).
 //!
 //! Every other write is idempotent (an upsert, an insert that leaves an existing row alone, a
 //! renewal only ever later), so trying it again is safe.
@@ -189,8 +191,9 @@ impl PatientStore {
     }
 
     /// Runs `op` until it answers, the patience runs out or the process stops waiting. An
-    /// uncertain commit is returned to the caller (only [`Store::apply`] and
-    /// [`Store::create_session`] can give one, and they resolve it).
+    /// uncertain commit is returned to the caller (only [`Store::apply`],
+    /// [`Store::create_session`] and [`Store::create_db_import`] can give one, and they resolve
+    /// it).
     async fn patiently<T, F, Fut>(&self, op: F) -> Result<T>
     where
         F: Fn() -> Fut + Send + Sync,
@@ -443,6 +446,39 @@ impl Store for PatientStore {
     }
     async fn forget_file(&self, sha256: &str) -> Result<()> {
         self.idempotent(|| self.inner.forget_file(sha256)).await
+    }
+    async fn create_db_import(
+        &self,
+        import: &crate::NewDbImport,
+        records: &[crate::DbRecord],
+    ) -> Result<crate::DbImportId> {
+        let mut tries = 1;
+        loop {
+            match patiently!(self.create_db_import(import, records)) {
+                Err(
+                    e @ StoreError::Unreachable {
+                        uncertain: true, ..
+                    },
+                ) => {
+                    // Its identity (label, device, files, creation time) tells it apart.
+                    let stored = patiently!(self.db_imports())?;
+                    if let Some(i) = stored.iter().find(|i| i.info == *import) {
+                        return Ok(i.id);
+                    }
+                    if stopping() || tries >= UNCERTAIN_TRIES {
+                        return Err(e);
+                    }
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+    async fn db_imports(&self) -> Result<Vec<crate::DbImport>> {
+        patiently!(self.db_imports())
+    }
+    async fn db_records(&self, import: crate::DbImportId) -> Result<Vec<crate::DbRecord>> {
+        patiently!(self.db_records(import))
     }
 }
 

@@ -15,8 +15,10 @@
 //! databases, so keys here print `INT8` (the one data type name, [`DataType::key_name`]).
 
 pub(crate) mod parse;
+mod perf_key;
 
 pub use parse::parse_find_db_key;
+pub use perf_key::parse_perf_db_key;
 
 use crate::problem::{ConvConfig, ConvMode, DataType, Direction, PadMode};
 use std::fmt::Write as _;

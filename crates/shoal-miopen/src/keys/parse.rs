@@ -137,8 +137,8 @@ impl Tail {
     }
 }
 
-/// A key's data type field.
-fn data_type(at: usize, dt: &str) -> Result<DataType, (usize, String)> {
+/// A key's data type field (a find-db key's, or a perf-db key's).
+pub(super) fn data_type(at: usize, dt: &str) -> Result<DataType, (usize, String)> {
     match dt {
         "FP32" => Ok(DataType::Fp32),
         "FP16" => Ok(DataType::Fp16),

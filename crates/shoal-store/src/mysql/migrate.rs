@@ -39,6 +39,10 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
         8,
         include_str!("../../../../schemas/mysql/0008_shipped_file.sql"),
     ),
+    (
+        9,
+        include_str!("../../../../schemas/mysql/0009_db_import.sql"),
+    ),
 ];
 
 /// How long `migrate` waits for another process's migration to finish, in seconds.

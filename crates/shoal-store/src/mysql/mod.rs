@@ -34,6 +34,7 @@
 //! `migrate`.
 
 mod apply;
+mod db_import;
 mod migrate;
 mod ops;
 mod presence;

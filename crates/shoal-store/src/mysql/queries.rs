@@ -295,6 +295,18 @@ pub const INSERT_ARTIFACT: &str = "INSERT INTO artifact (hash, bytes, size, crea
      VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE hash = hash";
 pub const ARTIFACT: &str = "SELECT bytes FROM artifact WHERE hash = ?";
 
+// ---- imported MIOpen databases (see `crate::db_import`) ------------------------------------
+
+pub const INSERT_DB_IMPORT: &str = "INSERT INTO db_import (label, arch, num_cu, files, \
+     created_ms, find_records, perf_records, configs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+pub const INSERT_DB_RECORD: &str = "INSERT INTO db_record (import_id, seq, kind, config_id, \
+     db_key, solver, time_ms, workspace, algorithm, params) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+pub const DB_IMPORTS: &str = "SELECT id, label, arch, num_cu, files, created_ms, find_records, \
+     perf_records, configs FROM db_import ORDER BY id";
+/// In the order they were given (`seq`), one range of the primary key.
+pub const DB_RECORDS: &str = "SELECT kind, config_id, db_key, solver, time_ms, workspace, \
+     algorithm, params FROM db_record WHERE import_id = ? ORDER BY seq";
+
 /// The queries on hot paths, by name, with the number of `IN (…)` values to build them for
 /// (0 for fixed texts), for the EXPLAIN test.
 pub fn hot(in_values: usize) -> Vec<(&'static str, String)> {

@@ -19,6 +19,7 @@ use shoal_model::{
     Solver, SolverId,
 };
 
+use crate::db_import::{DbImport, DbImportId, DbRecord, NewDbImport};
 use crate::encoding::{decode_outcome, outcome_columns, StoredOutcome};
 use crate::{Result, StoreError};
 
@@ -224,4 +225,35 @@ pub(crate) fn outcome(row: &mut Row, base: usize) -> Result<Option<Outcome>> {
         detail: get(row, base + 4)?,
     };
     decode_outcome(stored).map_err(|(offset, why)| bad(row, base + offset, why))
+}
+
+/// Reads the columns of `queries::DB_IMPORTS`.
+pub(crate) fn db_import(mut row: Row) -> Result<DbImport> {
+    let r = &mut row;
+    let files: String = get(r, 4)?;
+    Ok(DbImport {
+        id: DbImportId(get(r, 0)?),
+        info: NewDbImport {
+            label: get(r, 1)?,
+            arch: get(r, 2)?,
+            num_cu: get(r, 3)?,
+            files: crate::db_import::files_of(&files)?,
+            created_ms: get(r, 5)?,
+        },
+        find_records: get(r, 6)?,
+        perf_records: get(r, 7)?,
+        configs: get(r, 8)?,
+    })
+}
+
+/// Reads the columns of `queries::DB_RECORDS`.
+pub(crate) fn db_record(mut row: Row) -> Result<DbRecord> {
+    let r = &mut row;
+    let kind: String = get(r, 0)?;
+    Ok(DbRecord {
+        config: get::<Option<i64>>(r, 1)?.map(ConfigId),
+        key: get(r, 2)?,
+        solver: get(r, 3)?,
+        value: crate::db_import::value(&kind, get(r, 4)?, get(r, 5)?, get(r, 6)?, get(r, 7)?)?,
+    })
 }

@@ -322,4 +322,28 @@ impl Store for MysqlStore {
         })
         .await
     }
+
+    async fn create_db_import(
+        &self,
+        import: &crate::NewDbImport,
+        records: &[crate::DbRecord],
+    ) -> Result<crate::DbImportId> {
+        let ctx = self.ctx;
+        self.run("storing a database import", |c| {
+            super::db_import::create(c, ctx, import, records)
+        })
+        .await
+    }
+
+    async fn db_imports(&self) -> Result<Vec<crate::DbImport>> {
+        self.run("listing database imports", super::db_import::imports)
+            .await
+    }
+
+    async fn db_records(&self, import: crate::DbImportId) -> Result<Vec<crate::DbRecord>> {
+        self.run("reading a database import's records", |c| {
+            super::db_import::records(c, import)
+        })
+        .await
+    }
 }

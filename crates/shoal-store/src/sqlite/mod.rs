@@ -21,6 +21,8 @@
 //!
 //! The SQL lives in [`queries`], row conversions in [`rows`], the operations in [`ops`].
 
+mod checkpoint;
+mod db_import;
 mod ops;
 mod queries;
 mod rows;
@@ -30,8 +32,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -41,8 +42,10 @@ use shoal_model::{
     ResultRow, Session, SessionId, Solver, SolverId,
 };
 
+use crate::db_import::{DbImport, DbImportId, DbRecord, NewDbImport};
 use crate::encoding::now_ms;
 use crate::{Batch, BuildRecord, Result, Store, StoreError};
+use checkpoint::Checkpointer;
 use ops::Ctx;
 
 /// The migrations this build knows, in order: (version, SQL). Never edit a released one.
@@ -80,19 +83,23 @@ const MIGRATIONS: &[(u32, &str)] = &[
         9,
         include_str!("../../../../schemas/sqlite/0009_shipped_file.sql"),
     ),
+    (
+        10,
+        include_str!("../../../../schemas/sqlite/0010_db_import.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// How long a statement waits for another process's write lock before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Enough for every statement in [`queries`] (rusqlite's default is 16).
 const STATEMENT_CACHE: usize = 64;
 
 /// How often the background [`Checkpointer`] copies the WAL into the database file.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(50);
+pub(super) const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(50);
 
 /// WAL pages after which the writer checkpoints by itself (SQLite's default is 1000): only
 /// reached when the background checkpointer falls behind or cannot run.
@@ -107,66 +114,6 @@ pub struct SqliteStore {
     _checkpointer: Option<Arc<Checkpointer>>,
     conn: Arc<Mutex<Connection>>,
     location: String,
-}
-
-/// A thread with its own connection that runs `PRAGMA wal_checkpoint(PASSIVE)` every
-/// [`CHECKPOINT_INTERVAL`]. A passive checkpoint never blocks the writer and never waits for
-/// it: it copies what was committed when it began, and the writer restarts the WAL from its
-/// beginning once everything in it has been copied.
-struct Checkpointer {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Checkpointer {
-    fn start(path: &Path, location: &str) -> Result<Checkpointer> {
-        let what = format!("opening the checkpoint connection to {location}");
-        let conn = Connection::open(path).ctx(&what)?;
-        conn.busy_timeout(BUSY_TIMEOUT).ctx(&what)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .ctx(&what)?;
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let flag = Arc::clone(&stop);
-        let location = location.to_string();
-        let thread = std::thread::Builder::new()
-            .name("sqlite-checkpoint".into())
-            .spawn(move || Self::run(conn, &flag, &location))
-            .map_err(|e| StoreError::backend(what, e))?;
-        Ok(Checkpointer {
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    fn run(conn: Connection, stop: &(Mutex<bool>, Condvar), location: &str) {
-        let (lock, cv) = stop;
-        let mut stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            stopped = cv
-                .wait_timeout(stopped, CHECKPOINT_INTERVAL)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-            if *stopped {
-                return;
-            }
-            // A failure is left to the next round and, failing that, to the writer's own
-            // automatic checkpoint.
-            let r = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-            if let Err(e) = r {
-                tracing::debug!(%location, error = %e, "background checkpoint failed");
-            }
-        }
-    }
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        *self.stop.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.stop.1.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -599,6 +546,30 @@ impl Store for SqliteStore {
         let sha256 = sha256.to_string();
         self.run("forgetting a shipped file", move |c| {
             shipped::forget(c, &sha256)
+        })
+        .await
+    }
+
+    async fn create_db_import(
+        &self,
+        import: &NewDbImport,
+        records: &[DbRecord],
+    ) -> Result<DbImportId> {
+        let (import, records) = (import.clone(), records.to_vec());
+        self.run("storing a database import", move |c| {
+            db_import::create(c, &import, &records)
+        })
+        .await
+    }
+
+    async fn db_imports(&self) -> Result<Vec<DbImport>> {
+        self.run("listing database imports", |c| db_import::imports(c))
+            .await
+    }
+
+    async fn db_records(&self, import: DbImportId) -> Result<Vec<DbRecord>> {
+        self.run("reading a database import's records", move |c| {
+            db_import::records(c, import)
         })
         .await
     }

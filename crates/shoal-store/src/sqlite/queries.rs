@@ -178,6 +178,19 @@ pub(crate) const UNSENT: &str = concat!(
 );
 
 /// The queries on hot paths, by name, for the query-plan test.
+// ---- imported MIOpen databases (see `crate::db_import`) ------------------------------------
+
+pub(crate) const INSERT_DB_IMPORT: &str = "INSERT INTO db_import (label, arch, num_cu, files, \
+     created_ms, find_records, perf_records, configs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+pub(crate) const INSERT_DB_RECORD: &str = "INSERT INTO db_record (import_id, seq, kind, \
+     config_id, db_key, solver, time_ms, workspace, algorithm, params) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+pub(crate) const DB_IMPORTS: &str = "SELECT id, label, arch, num_cu, files, created_ms, \
+     find_records, perf_records, configs FROM db_import ORDER BY id";
+/// In the order they were given (`seq`), one range of the primary key.
+pub(crate) const DB_RECORDS: &str = "SELECT kind, config_id, db_key, solver, time_ms, workspace, \
+     algorithm, params FROM db_record WHERE import_id = ?1 ORDER BY seq";
+
 #[cfg(test)]
 pub(crate) const HOT: &[(&str, &str)] = &[
     ("jobs_in_state", JOBS_IN_STATE),
@@ -197,4 +210,5 @@ pub(crate) const HOT: &[(&str, &str)] = &[
     ("unsent", UNSENT),
     ("outbox_settle", OUTBOX_SETTLE),
     ("outbox_sent", OUTBOX_SENT),
+    ("db_records", DB_RECORDS),
 ];

@@ -14,6 +14,7 @@ use shoal_model::{
     Solver, SolverId,
 };
 
+use crate::db_import::{DbImport, DbImportId, DbRecord, NewDbImport};
 use crate::encoding::{decode_outcome, StoredOutcome};
 
 pub(crate) use crate::encoding::{outcome_columns, to_i64, to_json};
@@ -162,4 +163,39 @@ pub(crate) fn outcome(row: &Row<'_>, base: usize) -> rusqlite::Result<Option<Out
         detail: row.get(base + 4)?,
     };
     decode_outcome(stored).map_err(|(offset, why)| conversion(base + offset, why))
+}
+
+/// Reads the columns of `queries::DB_IMPORTS`.
+pub(crate) fn db_import(row: &Row<'_>) -> rusqlite::Result<DbImport> {
+    let count = |idx: usize| -> rusqlite::Result<u64> {
+        let n: i64 = row.get(idx)?;
+        u64::try_from(n).map_err(|e| conversion(idx, e))
+    };
+    Ok(DbImport {
+        id: DbImportId(row.get(0)?),
+        info: NewDbImport {
+            label: row.get(1)?,
+            arch: row.get(2)?,
+            num_cu: row.get(3)?,
+            files: json(row, 4)?,
+            created_ms: row.get(5)?,
+        },
+        find_records: count(6)?,
+        perf_records: count(7)?,
+        configs: count(8)?,
+    })
+}
+
+/// Reads the columns of `queries::DB_RECORDS`; a row whose value columns do not fit its kind
+/// is a conversion error of its `kind` column.
+pub(crate) fn db_record(row: &Row<'_>) -> rusqlite::Result<DbRecord> {
+    let kind: String = row.get(0)?;
+    let value = crate::db_import::value(&kind, row.get(4)?, row.get(5)?, row.get(6)?, row.get(7)?)
+        .map_err(|e| conversion(0, e))?;
+    Ok(DbRecord {
+        config: row.get::<_, Option<i64>>(1)?.map(ConfigId),
+        key: row.get(2)?,
+        solver: row.get(3)?,
+        value,
+    })
 }

@@ -265,3 +265,74 @@ fn migration_3_keeps_jobs_and_results() {
         .unwrap();
     assert_eq!(copies, 0, "the copy is gone");
 }
+
+/// Migration 10 adds the database imports to a store that already holds a session's work: every
+/// row stays, and an import's records join to the configs that were there before.
+#[test]
+fn migration_10_adds_imports_beside_existing_rows() {
+    use super::MIGRATIONS;
+    let store = SqliteStore::open_in_memory().unwrap();
+    let mut conn = store.conn.lock().unwrap();
+    conn.execute_batch(queries::CREATE_SCHEMA_VERSION).unwrap();
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v <= 9) {
+        conn.execute_batch(sql).unwrap();
+        conn.execute(queries::INSERT_SCHEMA_VERSION, (version, 0))
+            .unwrap();
+    }
+    conn.execute_batch(
+        "INSERT INTO session VALUES (1, 'r', 'gfx942', 304, 'miopen', 's', 'p', 'l', 'd', 3, 0);
+         INSERT INTO config VALUES (4, 'conv', 'conv -n 16 -c 512', '[]');
+         INSERT INTO solver VALUES (1, 'ConvBinWinogradRxSf3x2', 1);
+         INSERT INTO job (id, session_id, config_id, solver_id, compile_step, eval_step,
+             compile_params, run_params, candidate_key, build_key, state, attempt, artifact,
+             created_ms, updated_ms, finished_ms)
+         VALUES (7, 1, 4, 1, 'c', 'e', '[]', '[]', 'k1', 'b', 'evaluated', 2, 'sha256:a', 1, 2, 3);",
+    )
+    .unwrap();
+    assert_eq!(migrate(&mut conn).unwrap(), super::SCHEMA_VERSION);
+    let jobs: i64 = conn
+        .query_row("SELECT COUNT(*) FROM job WHERE config_id = 4", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(jobs, 1, "the job is still there");
+    let import = crate::NewDbImport {
+        label: "shipped".into(),
+        arch: "gfx942".into(),
+        num_cu: 304,
+        files: vec!["gfx942130.HIP.fdb.txt".into()],
+        created_ms: 5,
+    };
+    let record = crate::DbRecord {
+        config: Some(shoal_model::ConfigId(4)),
+        key: "512-13-13-1x1-1000-13-13-16-0x0-1x1-1x1-0-NCHW-FP32-F".into(),
+        solver: "ConvBinWinogradRxSf3x2".into(),
+        value: crate::DbValue::Find {
+            time_ms: 0.139621,
+            workspace: 0,
+            algorithm: "miopenConvolutionFwdAlgoWinograd".into(),
+        },
+    };
+    let id = super::db_import::create(&mut conn, &import, &[record]).unwrap();
+    // The join a comparison makes: the import's time beside the session's job, by config.
+    let joined: (i64, String, f64) = conn
+        .query_row(
+            "SELECT j.id, r.solver, r.time_ms FROM db_record r \
+             JOIN job j ON j.config_id = r.config_id WHERE r.import_id = ?1",
+            [id.0],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        joined,
+        (7, "ConvBinWinogradRxSf3x2".into(), f64::from(0.139621f32))
+    );
+    // The kind decides which value columns a row has.
+    assert!(conn
+        .execute(
+            "INSERT INTO db_record (import_id, seq, kind, db_key, solver, params) \
+             VALUES (?1, 1, 'find', 'k', 's', 'p')",
+            [id.0],
+        )
+        .is_err());
+}
