@@ -219,19 +219,50 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::miopen::MiopenCommand,
     },
-    /// MIOpen: start golden version V from existing databases (e.g. MIOpen's shipped
-    /// `gfx942130.db` and `gfx942130.HIP.fdb.txt`), each checked before anything is copied. The
-    /// next sessions are compared against it and merged into it with `shoal golden update`.
+    /// MIOpen: take in existing databases (e.g. MIOpen's shipped `gfx942130.HIP.fdb.txt` and
+    /// `gfx942130.db`): into the store as rows (--store), as golden version V (--golden-v), or
+    /// both.
+    ///
+    /// --store (MITuna's import_db) reads every `*.HIP.fdb.txt`, `*.db` and `*.db.txt` of DIR
+    /// into the --db store, one import per device (the device read from the base name:
+    /// `gfx942130` is gfx942 with 304 CUs, `gfx906_60` gfx906 with 60), each record tied to the
+    /// config its key describes (made as `import-configs` makes it), so the rows join to a
+    /// session's results by config id. Where DIR has both `X.db` and `X.db.txt`, their union is
+    /// taken, the `.db` winning where they disagree. A key that is not a convolution's is
+    /// listed as file:line and skipped; a file that does not follow MIOpen's grammar stops the
+    /// import before anything is written. `shoal miopen imports` lists the imports and `shoal
+    /// miopen report import:N session:M` compares one with a session.
+    ///
+    /// --golden-v V copies the databases as they are into a new golden version, each checked
+    /// first; sessions are then compared against it and merged into it with `shoal golden
+    /// update`.
+    ///
+    /// Example: shoal import-db --store -l rocm-6.2 --golden-v 1 /opt/rocm/share/miopen/db
+    #[command(group(
+        clap::ArgGroup::new("into")
+            .args(["store", "golden_v"])
+            .required(true)
+            .multiple(true)
+    ))]
     ImportDb {
-        /// The golden version to create.
+        /// Import the databases into the --db store.
+        #[arg(long)]
+        store: bool,
+        /// With --store: what the import is called in listings and reports (default: DIR).
+        #[arg(short = 'l', long, requires = "store")]
+        label: Option<String>,
+        /// With --store: also tag the configs (to tune them: `shoal jobs load -t TAG`).
+        #[arg(short = 't', long, requires = "store")]
+        tag: Option<String>,
+        /// Copy the databases into golden version V.
         #[arg(long, value_name = "V")]
-        golden_v: u32,
+        golden_v: Option<u32>,
         /// The directory holding the databases.
         dir: PathBuf,
         /// Where the golden versions live (default: `<--db>.golden`).
         #[arg(long, value_name = "DIR")]
         golden_dir: Option<PathBuf>,
-        /// Replace files the version already has.
+        /// Replace files the golden version already has.
         #[arg(long)]
         force: bool,
     },

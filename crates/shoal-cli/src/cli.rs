@@ -117,16 +117,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Devices { json } => Ok(devices(json)),
         Command::ImportConfigs(args) => crate::miopen::import_configs(args, &db).await,
         Command::ImportDb {
+            store,
+            label,
+            tag,
             golden_v,
             dir,
             golden_dir,
             force,
         } => {
-            let golden = crate::miopen::golden::golden_dir(golden_dir.as_deref(), &db);
-            crate::miopen::golden::import(&golden, golden_v, &dir, force)
+            let into = crate::miopen::DbImportInto {
+                store: store.then(|| crate::miopen::StoreImport { label, tag }),
+                golden: golden_v.map(|v| {
+                    let golden = crate::miopen::golden::golden_dir(golden_dir.as_deref(), &db);
+                    (golden, v, force)
+                }),
+            };
+            crate::miopen::import_db(&dir, into, &db).await
         }
         Command::Golden { command } => golden(command, &db).await,
-        Command::Miopen { command } => crate::miopen::miopen(command).await,
+        Command::Miopen { command } => crate::miopen::miopen(command, &db).await,
         Command::Solvers {
             command:
                 crate::miopen::SolversCommand::Update {

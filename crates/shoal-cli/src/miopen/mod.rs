@@ -1,10 +1,16 @@
 //! The MIOpen tuning workflow as `shoal` commands, in MITuna's order: import configs, update
-//! solvers, init a session, update applicability, load jobs, run, export.
+//! solvers, init a session, update applicability, load jobs, run, export; and around it, the
+//! databases of other versions: imported (`import-db`), kept as golden versions, compared
+//! (`miopen report`).
 
+mod db_dir;
 pub mod export;
 pub mod fin_steps;
 pub mod golden;
 pub mod import;
+mod import_db;
+mod report;
+mod report_sides;
 pub mod session;
 
 use std::path::{Path, PathBuf};
@@ -55,6 +61,62 @@ pub enum MiopenCommand {
         /// The input file; `-` or nothing reads standard input.
         file: Option<PathBuf>,
     },
+    /// List the databases imported into the --db store (`shoal import-db --store`): id, label,
+    /// device, record counts, files.
+    Imports {
+        /// As a JSON list.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two versions of the MIOpen databases, config by config and solver by solver
+    /// (MITuna's `update_golden --create_perf_table`).
+    ///
+    /// Each side is `golden:V` (a golden version), `session:N` (a session of the --db store),
+    /// `import:N` (an import of `shoal import-db --store`) or a directory of MIOpen databases.
+    /// Per (config, solver): the old and new time, the change in percent, the old and new perf
+    /// params; per config: the fastest solver and time on each side. Times are compared as the
+    /// find db prints them (6 significant digits): times that print the same are the same.
+    /// Prints the configs whose fastest solution changed, worst slowdown first, and ends with
+    /// `report configs=… faster=… slower=… same=… only_old=… only_new=…`, counting (config,
+    /// solver) rows; --csv writes every row. It is a report: it exits 0 whatever changed.
+    ///
+    /// Example: shoal miopen report import:1 session:3 --csv report.csv
+    Report(report_sides::ReportArgs),
+}
+
+/// Where `shoal import-db` puts the databases.
+pub struct DbImportInto {
+    /// `--store`, with its label and tag.
+    pub store: Option<StoreImport>,
+    /// `--golden-v`: the golden directory, the version, `--force`.
+    pub golden: Option<(PathBuf, u32, bool)>,
+}
+
+/// `import-db --store`'s options.
+pub struct StoreImport {
+    pub label: Option<String>,
+    pub tag: Option<String>,
+}
+
+/// `shoal import-db`: the golden version first (every file is checked before anything is
+/// copied, and a version that exists is refused without --force), then the store, so that a
+/// refused version leaves the store as it was.
+pub async fn import_db(dir: &Path, into: DbImportInto, db: &Path) -> anyhow::Result<ExitCode> {
+    if let Some((golden, v, force)) = &into.golden {
+        let code = golden::import(golden, *v, dir, *force)?;
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+    }
+    if let Some(opts) = into.store {
+        let store = open_migrated(db).await?;
+        let label = opts.label.unwrap_or_else(|| dir.display().to_string());
+        let tags: Vec<String> = opts.tag.into_iter().collect();
+        for imported in import_db::import(&*store, dir, &label, &tags).await? {
+            println!("{imported}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Debug, Subcommand)]
@@ -226,8 +288,13 @@ pub async fn import_configs(args: ImportArgs, db: &Path) -> anyhow::Result<ExitC
     Ok(code)
 }
 
-pub async fn miopen(cmd: MiopenCommand) -> anyhow::Result<ExitCode> {
+pub async fn miopen(cmd: MiopenCommand, db: &Path) -> anyhow::Result<ExitCode> {
     match cmd {
+        MiopenCommand::Imports { json } => {
+            let store = open_existing(db).await?;
+            import_db::list(&*store, json).await
+        }
+        MiopenCommand::Report(args) => report_sides::run(args, db).await,
         MiopenCommand::Key { file } => {
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
