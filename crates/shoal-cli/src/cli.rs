@@ -126,7 +126,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             force,
         } => {
             let into = crate::miopen::DbImportInto {
-                store: store.then(|| crate::miopen::StoreImport { label, tag }),
+                store: store.then_some(crate::miopen::StoreImport { label, tag }),
                 golden: golden_v.map(|v| {
                     let golden = crate::miopen::golden::golden_dir(golden_dir.as_deref(), &db);
                     (golden, v, force)

@@ -177,7 +177,6 @@ pub(crate) const UNSENT: &str = concat!(
      WHERE outbox.owed_ms < ?1 ORDER BY outbox.owed_ms, outbox.job_id LIMIT ?2"
 );
 
-/// The queries on hot paths, by name, for the query-plan test.
 // ---- imported MIOpen databases (see `crate::db_import`) ------------------------------------
 
 pub(crate) const INSERT_DB_IMPORT: &str = "INSERT INTO db_import (label, arch, num_cu, files, \
@@ -191,6 +190,7 @@ pub(crate) const DB_IMPORTS: &str = "SELECT id, label, arch, num_cu, files, crea
 pub(crate) const DB_RECORDS: &str = "SELECT kind, config_id, db_key, solver, time_ms, workspace, \
      algorithm, params FROM db_record WHERE import_id = ?1 ORDER BY seq";
 
+/// The queries on hot paths, by name, for the query-plan test.
 #[cfg(test)]
 pub(crate) const HOT: &[(&str, &str)] = &[
     ("jobs_in_state", JOBS_IN_STATE),
