@@ -291,6 +291,45 @@ fn shipped_databases_are_imported_queried_and_compared_with_a_session() {
 
     two_golden_versions_compare_as_files(d, &shipped);
     import_db_needs_a_target_and_takes_both(d, &shipped);
+    sqlite_and_text_perf_dbs_are_read_as_one(d, &pk1, s1, &session_perf[&pk1][s1.as_str()]);
+}
+
+/// A directory with both `X.db` and `X.db.txt`: their union, the `.db` winning where they
+/// disagree, and how many disagreed said. (The session's SQLite perf db, and a text line
+/// constructed here that disagrees with it on one pair.)
+fn sqlite_and_text_perf_dbs_are_read_as_one(d: &Path, pk1: &str, s1: &str, params: &str) {
+    let both = d.join("both");
+    std::fs::create_dir(&both).unwrap();
+    std::fs::copy(d.join("out/gfx90a6e.db"), both.join("gfx90a6e.db")).unwrap();
+    std::fs::write(
+        both.join("gfx90a6e.db.txt"),
+        format!("{pk1}={s1}:constructed,1;ConvTextOnly:3\n"),
+    )
+    .unwrap();
+    let said = stdout(
+        shoal(d)
+            .args(["import-db", "--store", "-l", "both"])
+            .arg(&both),
+    );
+    assert!(
+        said.contains("import 3: gfx90a6e")
+            && said.contains(
+                "perf pairs gfx90a6e.db and gfx90a6e.db.txt disagree on: 1 (the .db's kept)"
+            )
+            && said.contains("perf pairs 60,"),
+        "59 pairs of the .db and the text's one more: {said}"
+    );
+    // The session's strided backward keys describe several configs each.
+    assert!(said.contains("perf pairs stored with no config"), "{said}");
+    let db = rusqlite::Connection::open(d.join("shoal.db")).unwrap();
+    let kept: String = db
+        .query_row(
+            "SELECT params FROM db_record WHERE import_id = 3 AND db_key = ?1 AND solver = ?2",
+            [pk1, s1],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(kept, params);
 }
 
 /// `report golden:1 golden:2`: the shipped directory as version 1, the session's export as

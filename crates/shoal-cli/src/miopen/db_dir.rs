@@ -83,38 +83,38 @@ pub fn read_find(path: &Path) -> anyhow::Result<(FindDb, String)> {
 #[derive(Debug, Default)]
 pub struct PerfUnion {
     pub db: PerfDb,
-    /// Each key's line in the text file (for the keys only it has), to name it in messages.
+    /// Each key's line in the text file, to name it in messages.
     pub text_lines: HashMap<String, usize>,
-    /// Pairs both files hold, and how many of them with different params.
-    pub in_both: usize,
+    /// Pairs both files hold with different params.
     pub disagreeing: usize,
 }
 
 /// Reads the perf dbs of `files`. Where both the SQLite and the text file hold a (key, solver),
-/// the SQLite one wins: MIOpen builds the text file from it (`sqlite2txt`), so a text file that
-/// disagrees is the stale one.
+/// the SQLite one wins ([`merge::union_perf_db`], as a merge base is read): MIOpen builds the
+/// text file from it (`sqlite2txt`), so a text file that disagrees is the stale one.
 pub fn read_perf(files: &BaseFiles) -> anyhow::Result<PerfUnion> {
     let mut union = PerfUnion::default();
+    let mut text_db = None;
     if let Some(path) = &files.perf_text {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        union.db = merge::parse_perf_db_text(&text)
+        let db = merge::parse_perf_db_text(&text)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         union.text_lines = first_lines(&text);
+        text_db = Some(db);
     }
-    if let Some(path) = &files.perf_sqlite {
-        let sqlite = merge::read_perf_db_sqlite(path)
-            .map_err(|e| anyhow::anyhow!("{}: not a readable perf db: {e}", path.display()))?;
-        for (key, pairs) in sqlite {
-            let into = union.db.entry(key).or_default();
-            for (solver, params) in pairs {
-                if let Some(old) = into.insert(solver, params.clone()) {
-                    union.in_both += 1;
-                    union.disagreeing += usize::from(old != params);
-                }
-            }
-        }
-    }
+    let sqlite = match &files.perf_sqlite {
+        Some(path) => Some(
+            merge::read_perf_db_sqlite(path)
+                .map_err(|e| anyhow::anyhow!("{}: not a readable perf db: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    (union.db, union.disagreeing) = match (sqlite, text_db) {
+        (Some(sqlite), Some(text)) => merge::union_perf_db(&sqlite, &text),
+        (Some(db), None) | (None, Some(db)) => (db, 0),
+        (None, None) => (PerfDb::new(), 0),
+    };
     Ok(union)
 }
 
@@ -169,14 +169,14 @@ mod tests {
         let key = "2x8x4x4x1x3x3x1x16x2x1x1x0x1x1x0x1x1x0x0x1xNCHWxFP32xF";
         assert_eq!(union.db[key]["A"], "9,9");
         assert_eq!(union.db["P1"]["A"], "1,1", "keys only the text has stay");
-        assert_eq!((union.in_both, union.disagreeing), (0, 0));
+        assert_eq!(union.disagreeing, 0);
         assert_eq!(union.text_lines["P2"], 2);
         // The same pair in both, with other params: the SQLite one is kept and counted.
         std::fs::write(d.join("gfx942130.db.txt"), format!("{key}=A:1,1;B:2\n")).unwrap();
         let union = read_perf(ours).unwrap();
         assert_eq!(union.db[key]["A"], "9,9");
         assert_eq!(union.db[key]["B"], "2");
-        assert_eq!((union.in_both, union.disagreeing), (1, 1));
+        assert_eq!(union.disagreeing, 1);
         // A bad line is named with its file.
         std::fs::write(d.join("gfx942130.db.txt"), "P1=A\n").unwrap();
         let e = read_perf(ours).unwrap_err().to_string();

@@ -40,8 +40,9 @@ pub struct Imported {
     pub configs_present: usize,
     /// Perf pairs stored with no config: their key describes several.
     pub perf_without_config: usize,
-    /// Perf pairs both the SQLite and the text perf db hold, and how many disagree.
-    pub perf_in_both: usize,
+    /// Whether the device has both a SQLite and a text perf db, and on how many pairs they
+    /// disagree.
+    pub both_perf_dbs: bool,
     pub perf_disagreeing: usize,
     /// `file:line: reason` of every key that is not a convolution's.
     pub rejected: Vec<String>,
@@ -65,12 +66,11 @@ impl std::fmt::Display for Imported {
             self.configs_present,
             self.rejected.len()
         )?;
-        if self.perf_in_both > 0 {
+        if self.both_perf_dbs {
             write!(
                 f,
-                "\n  perf pairs in both {0}.db and {0}.db.txt: {1}, disagreeing {2} (the .db's \
-                 kept)",
-                self.base, self.perf_in_both, self.perf_disagreeing
+                "\n  perf pairs {0}.db and {0}.db.txt disagree on: {1} (the .db's kept)",
+                self.base, self.perf_disagreeing
             )?;
         }
         if self.perf_without_config > 0 {
@@ -124,7 +124,7 @@ pub async fn import(
             arch,
             num_cu,
             files: files.names(),
-            perf_in_both: perf.in_both,
+            both_perf_dbs: files.perf_sqlite.is_some() && files.perf_text.is_some(),
             perf_disagreeing: perf.disagreeing,
             ..plan.counts
         };
