@@ -105,7 +105,10 @@ pub async fn import(
             others.join(", ")
         );
     }
-    let mut read = Vec::with_capacity(bases.len());
+    // Every device's plan first, so that a bad file stops the import before anything is
+    // written; each device's parsed files are dropped once its plan is made (a shipped find db
+    // is tens of megabytes of text).
+    let mut plans = Vec::with_capacity(bases.len());
     for files in &bases {
         let (arch, num_cu) = split_db_base_name(&files.base)
             .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join(&files.base).display()))?;
@@ -113,13 +116,10 @@ pub async fn import(
             Some(p) => Some(db_dir::read_find(p)?),
             None => None,
         };
-        read.push((files, arch, num_cu, find, db_dir::read_perf(files)?));
-    }
-    let mut done = Vec::with_capacity(read.len());
-    for (files, arch, num_cu, find, perf) in read {
+        let perf = db_dir::read_perf(files)?;
         let find_ref = find.as_ref().map(|(db, text)| (db, text.as_str()));
         let plan = plan(files, find_ref, &perf, tags);
-        let mut imported = Imported {
+        let imported = Imported {
             base: files.base.clone(),
             arch,
             num_cu,
@@ -128,9 +128,13 @@ pub async fn import(
             perf_disagreeing: perf.disagreeing,
             ..plan.counts
         };
-        let ids = upsert(store, &plan.configs, &mut imported).await?;
-        let records: Vec<DbRecord> = plan
-            .records
+        plans.push((imported, plan.configs, plan.records));
+    }
+    let mut done = Vec::with_capacity(plans.len());
+    for (mut imported, configs, planned) in plans {
+        let num_cu = imported.num_cu;
+        let ids = upsert(store, &configs, &mut imported).await?;
+        let records: Vec<DbRecord> = planned
             .into_iter()
             .map(|(config, key, solver, value)| DbRecord {
                 config: config.map(|i| ids[i]),
