@@ -246,6 +246,14 @@ fn shipped_databases_are_imported_queried_and_compared_with_a_session() {
         ["faster", &old_t1, &format_time(t1), "-50.00"]
     );
     assert_eq!(faster["old_params"], "constructed,1");
+    assert_eq!(
+        [
+            &faster["old_fastest"],
+            &faster["new_fastest"],
+            &faster["new_fastest_ms"]
+        ],
+        [s1.as_str(), s1, &format_time(t1)]
+    );
     assert_eq!(faster["new_params"], session_perf[&pk1][s1.as_str()]);
     let slower = row(k2, s2);
     assert_eq!(

@@ -307,8 +307,12 @@ pub fn summary(old: &Version, new: &Version, fastest: &[Fastest], limit: usize) 
     out
 }
 
-/// Every row as CSV, with a header: times as the find db prints them, the change in percent.
-pub fn write_csv(rows: &[Row], out: impl Write) -> csv::Result<()> {
+/// Every row as CSV, with a header: times as the find db prints them, the change in percent,
+/// and beside each row its config's fastest solver and time on both sides (the same on every row
+/// of a config, so that one file answers both questions).
+pub fn write_csv(rows: &[Row], fastest: &[Fastest], out: impl Write) -> csv::Result<()> {
+    let by_config: BTreeMap<&str, &Fastest> =
+        fastest.iter().map(|f| (f.config.as_str(), f)).collect();
     let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "config",
@@ -319,9 +323,21 @@ pub fn write_csv(rows: &[Row], out: impl Write) -> csv::Result<()> {
         "change_pct",
         "old_params",
         "new_params",
+        "old_fastest",
+        "old_fastest_ms",
+        "new_fastest",
+        "new_fastest_ms",
     ])?;
     let time = |t: Option<f32>| t.map(format_time).unwrap_or_default();
+    let best = |b: Option<&(String, f32)>| {
+        b.map_or((String::new(), String::new()), |(s, t)| {
+            (s.clone(), format_time(*t))
+        })
+    };
     for r in rows {
+        let f = by_config.get(r.config.as_str());
+        let (old_best, old_best_ms) = best(f.and_then(|f| f.old.as_ref()));
+        let (new_best, new_best_ms) = best(f.and_then(|f| f.new.as_ref()));
         w.write_record([
             r.config.as_str(),
             &r.solver,
@@ -333,6 +349,10 @@ pub fn write_csv(rows: &[Row], out: impl Write) -> csv::Result<()> {
                 .unwrap_or_default(),
             r.old_params.as_deref().unwrap_or(""),
             r.new_params.as_deref().unwrap_or(""),
+            &old_best,
+            &old_best_ms,
+            &new_best,
+            &new_best_ms,
         ])?;
     }
     w.flush()?;
@@ -442,16 +462,17 @@ mod tests {
         assert!(short.contains("… and 1 more"), "{short}");
 
         let mut csv = Vec::new();
-        write_csv(&rows, &mut csv).unwrap();
+        write_csv(&rows, &fastest, &mut csv).unwrap();
         let csv = String::from_utf8(csv).unwrap();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(
             lines[0],
-            "config,solver,status,old_ms,new_ms,change_pct,old_params,new_params"
+            "config,solver,status,old_ms,new_ms,change_pct,old_params,new_params,old_fastest,\
+             old_fastest_ms,new_fastest,new_fastest_ms"
         );
         assert_eq!(
             lines[1],
-            format!("{B},A,same,0.051639,0.051639,0.00,\"1,2\",\"1,2\"")
+            format!("{B},A,same,0.051639,0.051639,0.00,\"1,2\",\"1,2\",A,0.051639,D,0.05")
         );
         assert_eq!(lines.len(), 1 + rows.len());
     }

@@ -28,7 +28,8 @@ pub struct ReportArgs {
     /// The new version, named the same way.
     pub new: String,
     /// Write every (config, solver) row to FILE as CSV: config, solver, status, old_ms, new_ms,
-    /// change_pct, old_params, new_params.
+    /// change_pct, old_params, new_params, and the config's old_fastest, old_fastest_ms,
+    /// new_fastest, new_fastest_ms.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Replace FILE if it exists.
@@ -109,7 +110,7 @@ pub async fn run(args: ReportArgs, db: &Path) -> anyhow::Result<ExitCode> {
         report::summary(&old.version, &new.version, &fastest, SUMMARY_ROWS)
     );
     if let Some(file) = &args.csv {
-        write_csv(file, &rows, args.force)?;
+        write_csv(file, &rows, &fastest, args.force)?;
         println!("wrote {} ({} rows)", file.display(), rows.len());
     }
     println!("{}", report::counts(&rows, &fastest));
@@ -118,7 +119,12 @@ pub async fn run(args: ReportArgs, db: &Path) -> anyhow::Result<ExitCode> {
 
 /// Writes the CSV through [`OutputDir`], so an existing file is replaced only with --force and
 /// never left half-written.
-fn write_csv(file: &Path, rows: &[report::Row], force: bool) -> anyhow::Result<()> {
+fn write_csv(
+    file: &Path,
+    rows: &[report::Row],
+    fastest: &[report::Fastest],
+    force: bool,
+) -> anyhow::Result<()> {
     let name = file
         .file_name()
         .and_then(|n| n.to_str())
@@ -130,7 +136,7 @@ fn write_csv(file: &Path, rows: &[report::Row], force: bool) -> anyhow::Result<(
     let out = OutputDir::prepare(dir, &[name], force)?;
     out.write(name, |p| -> anyhow::Result<()> {
         let f = std::fs::File::create(p)?;
-        report::write_csv(rows, std::io::BufWriter::new(f))?;
+        report::write_csv(rows, fastest, std::io::BufWriter::new(f))?;
         Ok(())
     })?;
     Ok(())
