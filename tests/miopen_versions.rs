@@ -407,3 +407,48 @@ fn import_db_needs_a_target_and_takes_both(d: &Path, shipped: &Path) {
     );
     assert!(both.contains("configs created 0, present 7"), "{both}");
 }
+
+/// `import-db --store --cluster` writes the cluster's database (here with the administrator's
+/// user, as `shoal db migrate` uses), `miopen imports --cluster` lists what is there, and
+/// `miopen report --cluster` reads an import from it.
+#[test]
+fn imports_reach_the_cluster_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cluster = common::cluster::Cluster::new("mimport", d);
+    let in_cluster = |args: &[&str]| {
+        let mut cmd = common::shoal(d);
+        cluster.env(&mut cmd).args(args);
+        cmd
+    };
+    stdout(&mut in_cluster(&["db", "migrate"]));
+    let shipped = d.join("shipped");
+    std::fs::create_dir(&shipped).unwrap();
+    let golden = common::repo_root().join("crates/shoal-miopen/tests/golden");
+    std::fs::copy(
+        golden.join("gfx942130.HIP.fdb.txt"),
+        shipped.join("gfx942130.HIP.fdb.txt"),
+    )
+    .unwrap();
+    let said =
+        stdout(in_cluster(&["import-db", "--store", "--cluster", "-l", "shipped"]).arg(&shipped));
+    assert!(
+        said.contains("import 1") && said.contains("find records 11"),
+        "{said}"
+    );
+    // Nothing went to a --db file.
+    assert!(!d.join("shoal.db").exists());
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&mut in_cluster(&[
+        "miopen",
+        "imports",
+        "--cluster",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(listed[0]["label"], "shipped", "{listed}");
+    let report = stdout(in_cluster(&["miopen", "report", "--cluster", "import:1"]).arg(&shipped));
+    assert!(
+        report.contains("report configs=3") && report.contains("same=11"),
+        "{report}"
+    );
+}

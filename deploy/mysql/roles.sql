@@ -68,3 +68,5 @@ GRANT SELECT, INSERT, UPDATE (id, session_id, config_id, solver_id, compile_step
 GRANT SELECT ON `shoal`.`result` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`artifact` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`worker` TO 'shoal_cli'@'CLUSTER_NET';
+GRANT SELECT ON `shoal`.`db_import` TO 'shoal_cli'@'CLUSTER_NET';
+GRANT SELECT ON `shoal`.`db_record` TO 'shoal_cli'@'CLUSTER_NET';

@@ -420,11 +420,12 @@ shoal_role_db_grants() {
     cli)
         # Reads only: in cluster mode what changes the schedule goes to the Scheduler as a
         # command over the broker (shoal tune --cluster). shoal tune --cluster watches
-        # (state_counts) and exports (final_results); status, sessions, workers, export read.
+        # (state_counts) and exports (final_results); status, sessions, workers, export read;
+        # miopen imports and miopen report read the imported MIOpen databases.
         printf '%s\n' "SELECT${t}session" "SELECT${t}config" "SELECT${t}config_tag" \
             "SELECT${t}solver" "SELECT${t}applicability" "SELECT${t}job" \
             "SELECT${t}result" "SELECT${t}artifact" "SELECT${t}worker" "SELECT${t}session_cancel" \
-            "SELECT${t}shipped_file_part"
+            "SELECT${t}shipped_file_part" "SELECT${t}db_import" "SELECT${t}db_record"
         ;;
     *) return 1 ;;
     esac

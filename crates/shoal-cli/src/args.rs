@@ -254,6 +254,11 @@ pub enum Command {
         /// With --store: also tag the configs (to tune them: `shoal jobs load -t TAG`).
         #[arg(short = 't', long, requires = "store")]
         tag: Option<String>,
+        /// With --store: import into the cluster's database (SHOAL_DB or the config file)
+        /// instead of --db. It writes configs and imports directly, so it needs a database user
+        /// that may (the administrator's of `shoal db migrate`; the cli role only reads).
+        #[arg(long, requires = "store")]
+        cluster: bool,
         /// Copy the databases into golden version V.
         #[arg(long, value_name = "V")]
         golden_v: Option<u32>,

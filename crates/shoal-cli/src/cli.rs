@@ -120,13 +120,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             store,
             label,
             tag,
+            cluster,
             golden_v,
             dir,
             golden_dir,
             force,
         } => {
             let into = crate::miopen::DbImportInto {
-                store: store.then_some(crate::miopen::StoreImport { label, tag }),
+                store: store.then_some(crate::miopen::StoreImport {
+                    label,
+                    tag,
+                    cluster,
+                }),
                 golden: golden_v.map(|v| {
                     let golden = crate::miopen::golden::golden_dir(golden_dir.as_deref(), &db);
                     (golden, v, force)

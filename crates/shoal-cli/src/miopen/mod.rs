@@ -67,6 +67,9 @@ pub enum MiopenCommand {
         /// As a JSON list.
         #[arg(long)]
         json: bool,
+        /// Read the cluster's database (SHOAL_DB or the config file) instead of --db.
+        #[arg(long)]
+        cluster: bool,
     },
     /// Compare two versions of the MIOpen databases, config by config and solver by solver
     /// (MITuna's `update_golden --create_perf_table`).
@@ -96,6 +99,8 @@ pub struct DbImportInto {
 pub struct StoreImport {
     pub label: Option<String>,
     pub tag: Option<String>,
+    /// Into the cluster's database instead of --db.
+    pub cluster: bool,
 }
 
 /// `shoal import-db`: the golden version first (every file is checked before anything is
@@ -109,7 +114,13 @@ pub async fn import_db(dir: &Path, into: DbImportInto, db: &Path) -> anyhow::Res
         }
     }
     if let Some(opts) = into.store {
-        let store = open_migrated(db).await?;
+        // The cluster's schema is the administrator's (`shoal db migrate`); --db's is brought
+        // up to date here, as every command that writes it does.
+        let store = if opts.cluster {
+            crate::fleet::store_for_reading(db, true).await?
+        } else {
+            open_migrated(db).await?
+        };
         let label = opts.label.unwrap_or_else(|| dir.display().to_string());
         let tags: Vec<String> = opts.tag.into_iter().collect();
         for imported in import_db::import(&*store, dir, &label, &tags).await? {
@@ -290,8 +301,8 @@ pub async fn import_configs(args: ImportArgs, db: &Path) -> anyhow::Result<ExitC
 
 pub async fn miopen(cmd: MiopenCommand, db: &Path) -> anyhow::Result<ExitCode> {
     match cmd {
-        MiopenCommand::Imports { json } => {
-            let store = open_existing(db).await?;
+        MiopenCommand::Imports { json, cluster } => {
+            let store = crate::fleet::store_for_reading(db, cluster).await?;
             import_db::list(&*store, json).await
         }
         MiopenCommand::Report(args) => report_sides::run(args, db).await,

@@ -44,6 +44,10 @@ pub struct ReportArgs {
     /// Where the golden versions live (default: `<--db>.golden`).
     #[arg(long, value_name = "DIR")]
     pub golden_dir: Option<PathBuf>,
+    /// Read `session:N` and `import:N` from the cluster's database (SHOAL_DB or the config
+    /// file) instead of --db.
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 /// Where a side is read from.
@@ -85,7 +89,7 @@ pub async fn run(args: ReportArgs, db: &Path) -> anyhow::Result<ExitCode> {
         .iter()
         .any(|s| matches!(s, Source::Session(_) | Source::Import(_)))
     {
-        Some(crate::store_open::open_existing(db).await?)
+        Some(crate::fleet::store_for_reading(db, args.cluster).await?)
     } else {
         None
     };
