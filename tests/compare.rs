@@ -93,7 +93,7 @@ fn a_regression_fails_the_gate_and_the_better_winners_are_kept() {
 
     // The kept table is not replaced without --force.
     let (code, _, stderr) = compare(d, &["old", "new", "--update-if-improved", "kept"]);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(2), "could not compare, not regressed");
     assert!(stderr.contains("--force"), "{stderr}");
 
     // The tuning as T4 spaces: one per shape, every candidate with a verdict, the winner's
@@ -138,7 +138,7 @@ fn something_that_is_no_table_is_named() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("junk.json"), "{\"not\": \"a table\"}").unwrap();
     let (code, _, stderr) = compare(dir.path(), &["junk.json", "missing-dir"]);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(2), "could not compare, not regressed");
     assert!(
         stderr.contains("junk.json") && stderr.contains("not a tuned table"),
         "{stderr}"

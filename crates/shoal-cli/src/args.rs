@@ -310,7 +310,8 @@ pub enum Command {
     /// Compare two tunings shape by shape: OLD and NEW are session numbers of the `--db`
     /// store or exported tables (`tuned.json`, or the directory holding one). Prints each
     /// shape's old and new winner and time, flags changes larger than the winners' recorded
-    /// spread, and exits 1 when a shape regressed or lost its winner (for CI gates).
+    /// spread, and exits 1 when a shape regressed or lost its winner, 2 when the two could not
+    /// be compared (for CI gates).
     Compare(crate::compare::CompareArgs),
     /// Measure Shoal itself.
     Bench {

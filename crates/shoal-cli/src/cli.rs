@@ -33,7 +33,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => crate::web::serve(args, &db).await,
         Command::Workers(args) => crate::fleet::workers(args, &db).await,
         Command::Sessions { json, cluster } => crate::status::sessions(&db, cluster, json).await,
-        Command::Compare(args) => crate::compare::run(args, &db).await,
+        // A CI gate must tell "regressed" (1) from "could not compare" (2).
+        Command::Compare(args) => Ok(match crate::compare::run(args, &db).await {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("shoal: {}", crate::report(&e));
+                ExitCode::from(crate::compare::COULD_NOT_COMPARE)
+            }
+        }),
         Command::Status {
             session,
             json,

@@ -31,6 +31,10 @@ pub struct CompareArgs {
     pub force: bool,
 }
 
+/// The exit status when the two tunings could not be compared (a table that cannot be read, a
+/// session that is not there, a kept table that exists): not 1, which says "regressed".
+pub const COULD_NOT_COMPARE: u8 = 2;
+
 pub async fn run(args: CompareArgs, db: &Path) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         args.min_change.is_finite() && args.min_change >= 0.0,

@@ -116,13 +116,39 @@ pub fn runner_program() -> Vec<String> {
 
 /// Where MIOpen's `fin` is: `flag`, else `SHOAL_FIN`, else ROCm's default.
 pub fn fin_path(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os("SHOAL_FIN").map(PathBuf::from))
-        .unwrap_or_else(|| Path::new(shoal_backend::session::DEFAULT_FIN).to_path_buf())
+    let fin = flag
+        .or_else(|| std::env::var_os("SHOAL_FIN").map(PathBuf::from))
+        .unwrap_or_else(|| Path::new(shoal_backend::session::DEFAULT_FIN).to_path_buf());
+    absolute_if_relative(fin, std::env::current_dir().ok().as_deref())
+}
+
+/// fin runs in a working directory of its own (its slot's), so a relative path such as
+/// `./fin` or `build/bin/fin` is made absolute against the directory the command was started
+/// in. A bare name (`fin`) is left to the `PATH` lookup, which does not depend on the working
+/// directory.
+fn absolute_if_relative(path: PathBuf, cwd: Option<&Path>) -> PathBuf {
+    match cwd {
+        Some(cwd) if path.is_relative() && path.components().count() > 1 => cwd.join(path),
+        _ => path,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_fin_path_is_made_absolute_but_a_bare_name_is_not() {
+        let cwd = Path::new("/home/u/miopen");
+        let abs = |p: &str| absolute_if_relative(PathBuf::from(p), Some(cwd));
+        assert_eq!(abs("./fin"), Path::new("/home/u/miopen/./fin"));
+        assert_eq!(
+            abs("build/bin/fin"),
+            Path::new("/home/u/miopen/build/bin/fin")
+        );
+        assert_eq!(abs("fin"), Path::new("fin"));
+        assert_eq!(abs("/opt/rocm/bin/fin"), Path::new("/opt/rocm/bin/fin"));
+    }
 
     #[test]
     fn a_limit_keeps_the_cpu_and_the_first_gpus() {
