@@ -125,10 +125,11 @@ innodb_dropin_current() { [ "$(cat "$(innodb_dropin_file)" 2>/dev/null)" = "$1" 
 innodb_dropin_write() {
     local file
     file=$(innodb_dropin_file)
-    as_root install -d -m 755 "${file%/*}" &&
+    if ! { as_root install -d -m 755 "${file%/*}" &&
         printf '%s\n' "$1" | as_root tee "$file.tmp" >/dev/null &&
-        as_root chmod 644 "$file.tmp" && as_root mv -f "$file.tmp" "$file" ||
+        as_root chmod 644 "$file.tmp" && as_root mv -f "$file.tmp" "$file"; }; then
         die "mariadb: cannot write $file"
+    fi
 }
 
 # innodb_dropin_read POOL: whether this machine's mariadbd reads the drop-in: the options it
@@ -162,7 +163,7 @@ have_mariadb() { [ -x /usr/sbin/mariadbd ]; }
 # innodb_plan: sets INNODB_POOL and INNODB_LOG (bytes) and INNODB_WANT (the drop-in) for this
 # machine.
 innodb_plan() {
-    INNODB_POOL=$(innodb_pool_bytes)
+    INNODB_POOL=$(innodb_pool_bytes /proc/meminfo)
     INNODB_LOG=$(innodb_log_bytes "$INNODB_POOL")
     INNODB_WANT=$(innodb_cnf "$INNODB_POOL" "$INNODB_LOG")
 }
