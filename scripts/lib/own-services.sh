@@ -28,6 +28,10 @@ OWN_ADMIN_PW=""
 OWN_EXTRA_ADDR=""
 # Runs (vhost and database suffixes) the identities are created for.
 OWN_RUNS=()
+# Extra mariadbd options, after the defaults below (a later option wins): the tests' servers keep
+# MariaDB's default 128 MiB buffer pool, which their small databases fit; scripts/bench-dispatch
+# --own-mariadb gives its server the settings of deploy/mysql/60-shoal.cnf here.
+OWN_MARIADB_OPTS=()
 OWN_READY_TIMEOUT=90
 
 # own_init DIR: use DIR (private, created) for everything; picks the ports.
@@ -236,7 +240,7 @@ own_mariadb_start() {
     own_spawn "$dir/stdout.log" mariadbd --no-defaults --user="$(id -un)" --datadir="$dir/data" \
         --socket="$dir/mysqld.sock" --port="$OWN_MYSQL_PORT" --bind-address="$bind" \
         --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" --skip-name-resolve \
-        --max-connections=600 --innodb-buffer-pool-size=128M
+        --max-connections=600 --innodb-buffer-pool-size=128M "${OWN_MARIADB_OPTS[@]}"
     pid=$!
     own_record mariadb "$pid"
     deadline=$((SECONDS + OWN_READY_TIMEOUT))

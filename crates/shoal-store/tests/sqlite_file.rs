@@ -181,3 +181,29 @@ async fn schema_too_new_is_refused() {
         other => panic!("expected SchemaTooNew, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn database_bytes_count_the_pages_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, id) = populate(&dir.path().join("size.db")).await;
+    let small = store.database_bytes().await.unwrap();
+    assert!(small > 0 && small % 512 == 0, "{small} is whole pages");
+    let first = store.job(id).await.unwrap().unwrap();
+    let jobs: Vec<NewJob> = (0..5000)
+        .map(|i| NewJob {
+            session: first.session,
+            config: first.config,
+            solver: first.solver,
+            compile_step: shoal_model::Step::CommandBuild,
+            eval_step: shoal_model::Step::CommandRun,
+            compile_params: Params::from_key(&format!("T=x{i}")).unwrap(),
+            run_params: Params::new(),
+            build_key: format!("b{i}"),
+            held: false,
+        })
+        .collect();
+    assert_eq!(store.insert_jobs(&jobs).await.unwrap(), 5000);
+    let big = store.database_bytes().await.unwrap();
+    // Each job row and its index entries take well over 50 bytes.
+    assert!(big > small + 5000 * 50, "{big} against {small}");
+}

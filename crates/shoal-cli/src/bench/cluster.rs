@@ -74,6 +74,17 @@ impl BenchCluster {
     /// Creates the database and starts `workers`; `tag` names the run (database and namespace
     /// get this process's id added).
     pub async fn start(tag: &str, workers: Vec<WorkerSpec>) -> anyhow::Result<BenchCluster> {
+        let mut cluster = BenchCluster::create(tag).await?;
+        if let Err(e) = cluster.spawn_all(workers) {
+            cluster.stop().await;
+            return Err(e);
+        }
+        Ok(cluster)
+    }
+
+    /// Creates the database, migrated, and the signing key, and starts no worker yet (a bench
+    /// that fills the store first starts them afterwards, [`BenchCluster::spawn_all`]).
+    pub async fn create(tag: &str) -> anyhow::Result<BenchCluster> {
         let var = |k: &str| {
             std::env::var(k).map_err(|_| {
                 anyhow::anyhow!("{k} is not set: run scripts/services-up and source its credentials file (scripts/bench-dispatch does)")
@@ -89,28 +100,50 @@ impl BenchCluster {
             crate::connect::open_store_url("SHOAL_TEST_MYSQL", &db_url, Duration::ZERO).await?;
         store.migrate().await?;
         let work = tempfile::tempdir()?;
-        let key_file = work.path().join("hmac.key");
-        write_key_file(&key_file)?;
-        let exe = std::env::current_exe()?;
+        write_key_file(&work.path().join("hmac.key"))?;
         let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
-        let mut cluster = BenchCluster {
+        Ok(BenchCluster {
             store,
             server,
             database,
-            amqp: amqp.clone(),
+            amqp,
             namespace: tag.clone(),
             children: Vec::new(),
             kinds: vec![(cpu.arch, cpu.num_cu)],
             hosts: Vec::new(),
             work,
-        };
+        })
+    }
+
+    /// Starts `workers` with the cluster's database, broker, namespace and key; on an error the
+    /// ones started stay in [`BenchCluster::children`] for [`BenchCluster::stop`].
+    pub fn spawn_all(&mut self, workers: Vec<WorkerSpec>) -> anyhow::Result<()> {
+        let exe = std::env::current_exe()?;
+        let db_url = format!("{}/{}", self.server.trim_end_matches('/'), self.database);
+        let amqp = self.amqp.clone();
+        let key_file = self.work.path().join("hmac.key");
         for w in workers {
-            if let Err(e) = cluster.spawn(&exe, w, (&db_url, &amqp, &key_file)) {
-                cluster.stop().await;
-                return Err(e);
-            }
+            self.spawn(&exe, w, (&db_url, &amqp, &key_file))?;
         }
-        Ok(cluster)
+        Ok(())
+    }
+
+    /// The bytes of data and indexes of every table of the cluster's database, from InnoDB's
+    /// statistics refreshed first (`ANALYZE TABLE`), so that the last writes count.
+    pub async fn database_bytes(&self) -> anyhow::Result<u64> {
+        let options = shoal_store::MysqlOptions {
+            database: Some(self.database.clone()),
+            pool_max: 1,
+            ..Default::default()
+        };
+        let store = shoal_store::mysql::MysqlStore::connect_with(&self.server, options).await?;
+        let sizes = async {
+            store.analyze_tables().await?;
+            store.table_sizes().await
+        }
+        .await;
+        store.disconnect().await;
+        Ok(sizes?.iter().map(|t| t.bytes()).sum())
     }
 
     /// Starts one worker with the cluster's database, broker, namespace and signing key,

@@ -4,7 +4,10 @@
 //!
 //! Jobs share compile-time parameters in groups (`--builds` distinct builds), so one compile
 //! request carries many jobs, and eval requests carry `--eval-batch` items: several jobs per
-//! message, with a compare-and-set per job all the same.
+//! message, with a compare-and-set per job all the same. `--preload N` first fills the store
+//! with N finished jobs of an earlier session, untimed (`preload.rs`), so that the run measures
+//! a store with a history; the line then also gives the peak memory and the store's bytes per
+//! job.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +22,9 @@ use shoal_actors::scheduler::SchedulerConfig;
 use shoal_backend::session::noop_build_key;
 use shoal_bus::MemoryBus;
 use shoal_model::queue::Namespace;
-use shoal_model::{JobState, NewConfig, NewJob, NewSession, NewSolver, Params, SessionId};
+use shoal_model::{
+    ConfigId, JobState, NewConfig, NewJob, NewSession, NewSolver, Params, SessionId, SolverId,
+};
 use shoal_store::{SqliteStore, Store};
 
 use cluster::{worker, BenchCluster};
@@ -27,6 +32,7 @@ use cluster::{worker, BenchCluster};
 mod cluster;
 pub mod fleet;
 mod netns;
+pub mod preload;
 pub mod search;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -52,6 +58,10 @@ pub struct DispatchArgs {
     /// Items per eval request.
     #[arg(long, default_value_t = 256)]
     pub eval_batch: usize,
+    /// Finished jobs (evaluated, a result each) of an earlier session that the store holds
+    /// before the timed run: inserted in batches, not timed, progress on stderr.
+    #[arg(long, default_value_t = 0)]
+    pub preload: u64,
 }
 
 /// The session, config, solver and jobs of a dispatch run: `--builds` builds shared in turn.
@@ -62,25 +72,28 @@ pub async fn load_noop(
     num_cu: u32,
 ) -> anyhow::Result<SessionId> {
     let builds = args.builds.max(1);
-    let jobs = (0..args.jobs).map(|i| {
-        let mut compile = Params::new();
-        compile.push("B", (i % builds).to_string());
-        let mut run = Params::new();
-        run.push("R", (i / builds).to_string());
-        (compile, run)
-    });
+    let jobs = (0..args.jobs).map(|i| noop_params(i, builds));
     let reason = format!("bench-dispatch {} jobs", args.jobs);
     load_noop_jobs(store, &reason, (arch, num_cu), jobs).await
 }
 
-/// A no-op session for the device kind (`arch`, `num_cu`) with one job per (compile, run)
-/// parameter pair, inserted in batches.
-pub async fn load_noop_jobs(
+/// The compile and run parameters of no-op job `i` when `builds` builds are shared in turn:
+/// job `i` uses build `i mod builds`.
+pub fn noop_params(i: u64, builds: u64) -> (Params, Params) {
+    let mut compile = Params::new();
+    compile.push("B", (i % builds).to_string());
+    let mut run = Params::new();
+    run.push("R", (i / builds).to_string());
+    (compile, run)
+}
+
+/// A new no-op session for the device kind (`arch`, `num_cu`), with the config and solver its
+/// jobs name.
+pub async fn noop_session(
     store: &dyn Store,
     reason: &str,
     (arch, num_cu): (&str, u32),
-    jobs: impl Iterator<Item = (Params, Params)>,
-) -> anyhow::Result<SessionId> {
+) -> anyhow::Result<(SessionId, ConfigId, SolverId)> {
     let session = store
         .create_session(&NewSession {
             reason: reason.to_string(),
@@ -111,19 +124,42 @@ pub async fn load_noop_jobs(
         .await?
         .remove(0)
         .id;
+    Ok((session, config, solver))
+}
+
+/// A no-op job of `session` with these parameters.
+pub fn noop_job(
+    session: SessionId,
+    config: ConfigId,
+    solver: SolverId,
+    compile: Params,
+    run: Params,
+) -> NewJob {
+    NewJob {
+        session,
+        config,
+        solver,
+        compile_step: shoal_model::Step::NoopBuild,
+        eval_step: shoal_model::Step::NoopRun,
+        build_key: noop_build_key(&compile),
+        held: false,
+        compile_params: compile,
+        run_params: run,
+    }
+}
+
+/// A no-op session for the device kind (`arch`, `num_cu`) with one job per (compile, run)
+/// parameter pair, inserted in batches.
+pub async fn load_noop_jobs(
+    store: &dyn Store,
+    reason: &str,
+    (arch, num_cu): (&str, u32),
+    jobs: impl Iterator<Item = (Params, Params)>,
+) -> anyhow::Result<SessionId> {
+    let (session, config, solver) = noop_session(store, reason, (arch, num_cu)).await?;
     let mut batch = Vec::with_capacity(5000);
     for (compile, run) in jobs {
-        batch.push(NewJob {
-            session,
-            config,
-            solver,
-            compile_step: shoal_model::Step::NoopBuild,
-            eval_step: shoal_model::Step::NoopRun,
-            build_key: noop_build_key(&compile),
-            held: false,
-            compile_params: compile,
-            run_params: run,
-        });
+        batch.push(noop_job(session, config, solver, compile, run));
         if batch.len() == 5000 {
             store.insert_jobs(&batch).await?;
             batch.clear();
@@ -172,72 +208,148 @@ pub async fn wait_done(store: &dyn Store, session: SessionId, total: u64) -> any
     }
 }
 
+/// What one dispatch run measured.
+struct Figures {
+    /// From loading the timed session to its last job final (teardown not included).
+    secs: f64,
+    evaluated: u64,
+    /// The peak resident memory of the bench's processes, summed, in KiB.
+    peak_rss_kib: u64,
+    /// The store's bytes (data and indexes) at the end, preloaded jobs included.
+    db_bytes: u64,
+}
+
 pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
-    let start;
-    let evaluated;
-    match args.mode {
-        Mode::Embedded => {
-            let (dir, store) = embedded_store().await?;
-            let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
-            start = Instant::now();
-            let session = load_noop(&*store, &args, &cpu.arch, cpu.num_cu).await?;
-            let running = start_embedded(
-                &store,
-                dir.path(),
-                session,
-                (crate::host::devices(), None),
-                bench_scheduler(&args),
-            )
-            .await?;
-            evaluated = wait_done(&*store, session, args.jobs).await?;
-            running.shutdown().await?;
-        }
-        Mode::Cluster => {
-            let arch = std::env::consts::ARCH.to_string();
-            let batch = args.eval_batch.to_string();
-            let workers = vec![
-                worker(
-                    "scheduler",
-                    &[
-                        "--role",
-                        "scheduler",
-                        "--eval-batch",
-                        &batch,
-                        "--max-in-flight",
-                        "20000",
-                    ],
-                ),
-                worker("compile", &["--role", "compile", "--arch", &arch]),
-                worker("eval", &["--role", "eval"]),
-            ];
-            let mut cluster = BenchCluster::start("bench", workers).await?;
-            let store = cluster.store.clone();
-            // The eval worker times on its CPU: the session targets it.
-            let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
-            start = Instant::now();
-            let run = cluster::until_interrupted(async {
-                let session = load_noop(&*store, &args, &cpu.arch, cpu.num_cu).await?;
-                wait_done(&*store, session, args.jobs).await
-            })
-            .await;
-            cluster.stop().await;
-            evaluated = run?;
-        }
-    }
-    let secs = start.elapsed().as_secs_f64();
-    if evaluated != args.jobs {
-        anyhow::bail!("only {evaluated} of {} jobs were evaluated", args.jobs);
+    let f = match args.mode {
+        Mode::Embedded => dispatch_embedded(&args).await?,
+        Mode::Cluster => dispatch_cluster(&args).await?,
+    };
+    if f.evaluated != args.jobs {
+        anyhow::bail!("only {} of {} jobs were evaluated", f.evaluated, args.jobs);
     }
     println!(
-        "dispatch mode={} jobs={} secs={secs:.2} jobs_per_s={:.0}",
-        match args.mode {
-            Mode::Embedded => "embedded",
-            Mode::Cluster => "cluster",
-        },
-        args.jobs,
-        args.jobs as f64 / secs
+        "{}",
+        figures_line(
+            match args.mode {
+                Mode::Embedded => "embedded",
+                Mode::Cluster => "cluster",
+            },
+            &args,
+            &f
+        )
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The last line of a run, `key=value` words for BENCHMARKS.md: the first four as before
+/// `--preload` existed, then the preload, the peak memory in MiB and the store's bytes per job
+/// (preloaded and timed jobs together).
+fn figures_line(mode: &str, args: &DispatchArgs, f: &Figures) -> String {
+    let all_jobs = (args.jobs + args.preload).max(1);
+    format!(
+        "dispatch mode={mode} jobs={} secs={:.2} jobs_per_s={:.0} preload={} peak_rss_mb={} db_bytes_per_job={}",
+        args.jobs,
+        f.secs,
+        args.jobs as f64 / f.secs,
+        args.preload,
+        f.peak_rss_kib.div_ceil(1024),
+        f.db_bytes / all_jobs
+    )
+}
+
+/// Every actor in this process on a SQLite store; the peak memory is this process's.
+async fn dispatch_embedded(args: &DispatchArgs) -> anyhow::Result<Figures> {
+    let dir = tempfile::tempdir()?;
+    let sqlite = SqliteStore::open(&dir.path().join("bench.db"))?;
+    let store: Arc<dyn Store> = Arc::new(sqlite.clone());
+    store.migrate().await?;
+    let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
+    if args.preload > 0 {
+        let kind = (cpu.arch.as_str(), cpu.num_cu);
+        preload::preload(&*store, args.preload, args.builds, kind).await?;
+    }
+    let start = Instant::now();
+    let session = load_noop(&*store, args, &cpu.arch, cpu.num_cu).await?;
+    let running = start_embedded(
+        &store,
+        dir.path(),
+        session,
+        (crate::host::devices(), None),
+        bench_scheduler(args),
+    )
+    .await?;
+    let evaluated = wait_done(&*store, session, args.jobs).await?;
+    let secs = start.elapsed().as_secs_f64();
+    running.shutdown().await?;
+    Ok(Figures {
+        secs,
+        evaluated,
+        peak_rss_kib: preload::peak_rss_kib(None).unwrap_or(0),
+        db_bytes: sqlite.database_bytes().await?,
+    })
+}
+
+/// A scheduler, a compile worker and an eval worker as processes of their own, on a database
+/// and namespace of this run, removed at the end; the peak memory is the sum of the four
+/// processes' peaks (this one, which loads and polls, and the three workers), each also said
+/// on stderr.
+async fn dispatch_cluster(args: &DispatchArgs) -> anyhow::Result<Figures> {
+    let arch = std::env::consts::ARCH.to_string();
+    let batch = args.eval_batch.to_string();
+    let workers = vec![
+        worker(
+            "scheduler",
+            &[
+                "--role",
+                "scheduler",
+                "--eval-batch",
+                &batch,
+                "--max-in-flight",
+                "20000",
+            ],
+        ),
+        worker("compile", &["--role", "compile", "--arch", &arch]),
+        worker("eval", &["--role", "eval"]),
+    ];
+    let mut cluster = BenchCluster::create("bench").await?;
+    let store = cluster.store.clone();
+    // The eval worker times on its CPU: the session targets it.
+    let cpu = shoal_gpu::cpu_device(&shoal_gpu::SystemRoot::default());
+    let run = cluster::until_interrupted(async {
+        if args.preload > 0 {
+            let kind = (cpu.arch.as_str(), cpu.num_cu);
+            preload::preload(&*store, args.preload, args.builds, kind).await?;
+        }
+        // Started after the preload, as a deployment's workers start on a store with history
+        // (and the Scheduler's first look at the store is part of the timed run).
+        cluster.spawn_all(workers)?;
+        let start = Instant::now();
+        let session = load_noop(&*store, args, &cpu.arch, cpu.num_cu).await?;
+        let evaluated = wait_done(&*store, session, args.jobs).await?;
+        let secs = start.elapsed().as_secs_f64();
+        let mut peak_rss_kib = preload::peak_rss_kib(None).unwrap_or(0);
+        let mut each = format!("bench {} MiB", peak_rss_kib.div_ceil(1024));
+        for (name, child) in &cluster.children {
+            let kib = preload::peak_rss_kib(Some(child.id())).unwrap_or(0);
+            peak_rss_kib += kib;
+            each.push_str(&format!(", {name} {} MiB", kib.div_ceil(1024)));
+        }
+        eprintln!("peak resident memory (VmHWM) per process: {each}");
+        Ok(Figures {
+            secs,
+            evaluated,
+            peak_rss_kib,
+            db_bytes: cluster.database_bytes().await?,
+        })
+    })
+    .await;
+    let teardown = Instant::now();
+    cluster.stop().await;
+    eprintln!(
+        "cluster removed in {:.1} s",
+        teardown.elapsed().as_secs_f64()
+    );
+    run
 }
 
 /// A fresh SQLite store in a temporary directory, for an embedded bench run.

@@ -31,7 +31,7 @@
 //!   URL either.
 //!
 //! The SQL lives in [`queries`], row conversions in `rows`, operations in `ops`, migrations in
-//! `migrate`.
+//! `migrate`; `sizing` checks at connect that InnoDB's buffer pool can hold the job table.
 
 mod apply;
 mod db_import;
@@ -42,6 +42,7 @@ pub mod queries;
 mod rows;
 #[cfg(feature = "test-support")]
 pub mod scratch;
+mod sizing;
 mod store;
 
 use std::collections::BTreeMap;
@@ -63,6 +64,7 @@ pub use migrate::SCHEMA_VERSION;
 use ops::Ctx;
 #[cfg(feature = "test-support")]
 pub use scratch::ScratchDb;
+pub use sizing::{pool_warning, TableSize};
 
 /// Statements every new connection runs: strict mode (a value that does not fit is an error,
 /// never a truncation) and READ COMMITTED.
@@ -343,6 +345,7 @@ impl MysqlStore {
         store.ctx.bulk = version.contains("MariaDB") && mariadb >= (10, 2, 0);
         tracing::info!(location = %store.location, %version, bulk = store.ctx.bulk,
                        "mysql store connected");
+        store.check_buffer_pool().await;
         Ok(store)
     }
 

@@ -186,6 +186,22 @@ impl SqliteStore {
         .await
     }
 
+    /// The database's size in bytes, `page_count × page_size` (the file's size once the WAL is
+    /// checkpointed into it): what `shoal bench dispatch` divides by its jobs.
+    pub async fn database_bytes(&self) -> Result<u64> {
+        self.run("reading the database size", |conn| {
+            let what = "reading the database size";
+            let pages: i64 = conn
+                .query_row("PRAGMA page_count", [], |r| r.get(0))
+                .ctx(what)?;
+            let size: i64 = conn
+                .query_row("PRAGMA page_size", [], |r| r.get(0))
+                .ctx(what)?;
+            Ok(u64::try_from(pages * size).unwrap_or(0))
+        })
+        .await
+    }
+
     /// Runs `f` with the connection on tokio's blocking pool.
     ///
     /// A panic inside `f` poisons the mutex, but the connection is still sound: an open
