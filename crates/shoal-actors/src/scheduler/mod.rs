@@ -397,6 +397,7 @@ struct DispatchPace {
     sessions: Vec<SessionId>,
     last_refresh: Option<i64>,
     progress: progress::ProgressReports,
+    finished: progress::FinishedSessions,
 }
 
 impl DispatchPace {
@@ -409,6 +410,7 @@ impl DispatchPace {
             sessions: inner.config.sessions.clone(),
             last_refresh: None,
             progress: progress::ProgressReports::default(),
+            finished: progress::FinishedSessions::default(),
         }
     }
 
@@ -418,7 +420,7 @@ impl DispatchPace {
         // Serving every session (the cluster Scheduler): find the ones with open work now and
         // then, so a session created after start-up is picked up within two seconds.
         if inner.config.sessions.is_empty() && self.last_refresh.is_none_or(|t| now - t > 2_000) {
-            let counts = inner.session_counts().await?;
+            let counts = inner.session_counts(&mut self.finished, now).await?;
             let cancelled: HashSet<SessionId> = inner
                 .store
                 .cancelled_sessions()
