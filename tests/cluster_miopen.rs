@@ -7,23 +7,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
+use common::standin_fin;
 use shoal_model::{JobState, SessionId};
-
-/// The stand-in fin, built beside the shoal binary by `cargo test --workspace`.
-fn standin_fin() -> PathBuf {
-    let fin = PathBuf::from(env!("CARGO_BIN_EXE_shoal")).with_file_name("fin");
-    assert!(
-        fin.exists(),
-        "{} is missing: build the stand-in with `cargo build -p shoal-fin-standin` (scripts/test does)",
-        fin.display()
-    );
-    fin
-}
 
 /// `shoal <args> --cluster` as an operator runs it, with the broker's settings and the signing
 /// key only: no database URL at all, so a command that tried to write (or read) the store

@@ -12,30 +12,14 @@
 
 mod common;
 
+use common::{miopen_shoal as shoal, stdout_of as stdout};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const FIND: &str = "gfx90a6e.HIP.fdb.txt";
 const PERF: &str = "gfx90a6e.db";
 const PERF_TEXT: &str = "gfx90a6e.db.txt";
-
-fn shoal(dir: &Path) -> Command {
-    let fin = PathBuf::from(env!("CARGO_BIN_EXE_shoal")).with_file_name("fin");
-    assert!(
-        fin.exists(),
-        "{} is missing (scripts/test builds it)",
-        fin.display()
-    );
-    let mut cmd = common::shoal(dir);
-    cmd.env("SHOAL_FIN", fin)
-        .env("SHOAL_TEST_FAKE_GPU", "gfx90a:110");
-    cmd
-}
-
-fn stdout(cmd: &mut Command) -> String {
-    String::from_utf8(common::run_ok(cmd).stdout).unwrap()
-}
 
 fn golden(name: &str) -> String {
     std::fs::read_to_string(

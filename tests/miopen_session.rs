@@ -6,31 +6,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use common::{miopen_shoal as shoal, stdout_of as stdout};
 
-/// The stand-in fin, built beside the shoal binary by `cargo test --workspace`.
-fn standin_fin() -> PathBuf {
-    let shoal = PathBuf::from(env!("CARGO_BIN_EXE_shoal"));
-    let fin = shoal.with_file_name("fin");
-    assert!(
-        fin.exists(),
-        "{} is missing: build the stand-in with `cargo build -p shoal-fin-standin` (scripts/test does)",
-        fin.display()
-    );
-    fin
-}
-
-fn shoal(dir: &Path) -> Command {
-    let mut cmd = common::shoal(dir);
-    cmd.env("SHOAL_FIN", standin_fin())
-        .env("SHOAL_TEST_FAKE_GPU", "gfx90a:110");
-    cmd
-}
-
-fn stdout(cmd: &mut Command) -> String {
-    String::from_utf8(common::run_ok(cmd).stdout).unwrap()
-}
+use std::path::Path;
 
 #[test]
 fn resnet50_perf_tuning_session_end_to_end() {

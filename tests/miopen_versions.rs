@@ -6,36 +6,14 @@
 
 mod common;
 
+use common::{miopen_shoal as shoal, standin_fin, stdout_of as stdout};
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use shoal_miopen::export::format_time;
 use shoal_miopen::export::merge;
 use shoal_miopen::keys::{parse_find_db_key, perf_db_key};
-
-/// The stand-in fin, built beside the shoal binary by `cargo test --workspace`.
-fn standin_fin() -> PathBuf {
-    let shoal = PathBuf::from(env!("CARGO_BIN_EXE_shoal"));
-    let fin = shoal.with_file_name("fin");
-    assert!(
-        fin.exists(),
-        "{} is missing: build the stand-in with `cargo build -p shoal-fin-standin` (scripts/test does)",
-        fin.display()
-    );
-    fin
-}
-
-fn shoal(dir: &Path) -> Command {
-    let mut cmd = common::shoal(dir);
-    cmd.env("SHOAL_FIN", standin_fin())
-        .env("SHOAL_TEST_FAKE_GPU", "gfx90a:110");
-    cmd
-}
-
-fn stdout(cmd: &mut Command) -> String {
-    String::from_utf8(common::run_ok(cmd).stdout).unwrap()
-}
 
 /// Session 1: five resnet50 configs perf-tuned on a gfx90a with 110 CUs, exported to `out`.
 fn tuned_session(d: &Path) {

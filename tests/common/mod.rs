@@ -11,6 +11,31 @@ use std::process::{Command, Output};
 use shoal_model::{FinalResult, SessionId};
 use shoal_store::{SqliteStore, Store};
 
+/// The stand-in `fin` (a test double built from recorded fin fixtures; the real fin needs ROCm
+/// and an AMD GPU), built beside the shoal binary by `cargo test --workspace`.
+pub fn standin_fin() -> PathBuf {
+    let fin = PathBuf::from(env!("CARGO_BIN_EXE_shoal")).with_file_name("fin");
+    assert!(
+        fin.exists(),
+        "{} is missing: build the stand-in with `cargo build -p shoal-fin-standin` (scripts/test does)",
+        fin.display()
+    );
+    fin
+}
+
+/// [`shoal`] for a MIOpen workflow: the stand-in fin, and a simulated gfx90a with 110 CUs.
+pub fn miopen_shoal(dir: &Path) -> Command {
+    let mut cmd = shoal(dir);
+    cmd.env("SHOAL_FIN", standin_fin())
+        .env("SHOAL_TEST_FAKE_GPU", "gfx90a:110");
+    cmd
+}
+
+/// Runs a command that must succeed, and gives its standard output.
+pub fn stdout_of(cmd: &mut Command) -> String {
+    String::from_utf8(run_ok(cmd).stdout).unwrap()
+}
+
 /// The repository root (tests live in `<root>/tests`).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
