@@ -2,7 +2,7 @@
 //! in place goes through (the SQLite store's are in `src/sqlite/tests.rs`).
 
 use mysql_async::prelude::Queryable;
-use shoal_store::conformance::{one_job, world};
+use shoal_store::conformance::{new_job, one_job, world};
 use shoal_store::mysql::{ScratchDb, SCHEMA_VERSION};
 use shoal_store::{DbRecord, DbValue, NewDbImport, Store};
 
@@ -19,7 +19,7 @@ async fn migration_9_adds_imports_beside_a_sessions_work() {
     for sql in [
         "DROP TABLE db_record",
         "DROP TABLE db_import",
-        "DELETE FROM schema_version WHERE version = 9",
+        "DELETE FROM schema_version WHERE version >= 9",
     ] {
         conn.query_drop(sql).await.unwrap();
     }
@@ -51,5 +51,192 @@ async fn migration_9_adds_imports_beside_a_sessions_work() {
         .await
         .unwrap();
     assert_eq!(joined, Some((job.0, "16,16,4".to_string())));
+    drop(conn);
+}
+
+/// The migrations a store of version 9 was made with, applied as files: a deployment's
+/// database before migration 10.
+const UP_TO_9: [&str; 9] = [
+    include_str!("../../../schemas/mysql/0001_init.sql"),
+    include_str!("../../../schemas/mysql/0002_applicability.sql"),
+    include_str!("../../../schemas/mysql/0003_outbox.sql"),
+    include_str!("../../../schemas/mysql/0004_search_states.sql"),
+    include_str!("../../../schemas/mysql/0005_worker.sql"),
+    include_str!("../../../schemas/mysql/0006_command.sql"),
+    include_str!("../../../schemas/mysql/0007_session_cancel.sql"),
+    include_str!("../../../schemas/mysql/0008_shipped_file.sql"),
+    include_str!("../../../schemas/mysql/0009_db_import.sql"),
+];
+
+/// Migration 10 (lean job and result rows) on a version-9 store holding an evaluated job with
+/// its result, a new job with a request owed for it, and a lean copy cut off half-way: every
+/// row comes through unchanged, the identity of the old rows is the identity of the new ones
+/// (inserting the same jobs again adds nothing), and the outbox still refers to the jobs.
+#[tokio::test]
+async fn migration_10_carries_jobs_results_and_the_outbox_into_the_lean_tables() {
+    use shoal_model::JobState;
+    let db = ScratchDb::new("shoal_t").await.unwrap();
+    let mut conn = db.store().connection().await.unwrap();
+    for file in UP_TO_9 {
+        conn.query_drop(file).await.unwrap();
+    }
+    conn.query_drop(
+        "CREATE TABLE schema_version (version INT UNSIGNED NOT NULL PRIMARY KEY, \
+         applied_ms BIGINT NOT NULL)",
+    )
+    .await
+    .unwrap();
+    conn.query_drop(
+        "INSERT INTO schema_version VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), \
+         (7, 0), (8, 0), (9, 0)",
+    )
+    .await
+    .unwrap();
+    assert_eq!(db.store().schema_version().await.unwrap(), 9);
+    let w = world(&db).await;
+
+    // Two jobs written as version 9 wrote them (candidate_key beside its hash).
+    let job_v9 = |tile: &str, state: &str, attempt: u32| {
+        let job = new_job(&w, tile, &format!("build-{tile}"));
+        (
+            w.session.0,
+            w.config.0,
+            w.solver.0,
+            job.compile_step.as_str(),
+            job.eval_step.as_str(),
+            serde_json::to_string(&job.compile_params).unwrap(),
+            serde_json::to_string(&job.run_params).unwrap(),
+            job.candidate_key(),
+            job.build_key.clone(),
+            state.to_string(),
+            attempt,
+        )
+    };
+    let insert_v9 = "INSERT INTO job (session_id, config_id, solver_id, compile_step, eval_step, \
+         compile_params, run_params, candidate_key, build_key, state, attempt, created_ms, \
+         updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 5, 6)";
+    conn.exec_drop(insert_v9, job_v9("1", "evaluated", 2))
+        .await
+        .unwrap();
+    let evaluated: i64 = conn
+        .exec_first("SELECT LAST_INSERT_ID()", ())
+        .await
+        .unwrap()
+        .unwrap();
+    conn.exec_drop(
+        "UPDATE job SET worker = 'host-a/gpu0', artifact = 'sha256:aa', finished_ms = 7 \
+         WHERE id = ?",
+        (evaluated,),
+    )
+    .await
+    .unwrap();
+    conn.exec_drop(insert_v9, job_v9("2", "new", 0))
+        .await
+        .unwrap();
+    let new: i64 = conn
+        .exec_first("SELECT LAST_INSERT_ID()", ())
+        .await
+        .unwrap()
+        .unwrap();
+    conn.exec_drop(
+        "INSERT INTO result (job_id, session_id, attempt, status, time_us, samples, workspace, \
+         detail, worker, device, created_ms) \
+         VALUES (?, ?, 2, 'ok', 12.5, '[12.5,13.0]', 4096, NULL, 'host-a/gpu0', 'H100', 7)",
+        (evaluated, w.session.0),
+    )
+    .await
+    .unwrap();
+    conn.exec_drop(
+        "INSERT INTO outbox (job_id, job_attempt, owed_ms) VALUES (?, 0, 8)",
+        (new,),
+    )
+    .await
+    .unwrap();
+
+    // A migration cut off after its file and part of a copy: the lean table already holds a
+    // row that the finished migration must not keep.
+    conn.query_drop(include_str!("../../../schemas/mysql/0010_lean_job.sql"))
+        .await
+        .unwrap();
+    conn.exec_drop(
+        "INSERT INTO job_lean (id, session_id, config_id, solver_id, compile_step, eval_step, \
+         identity_hash, compile_params, run_params, build_key, build_hash, state, created_ms, \
+         updated_ms) VALUES (999, ?, ?, ?, 'x', 'y', 'stale-hash-16byt', '', '', '', \
+         'stale-8b', 'new', 0, 0)",
+        (w.session.0, w.config.0, w.solver.0),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(db.migrate().await.unwrap(), SCHEMA_VERSION);
+    assert_eq!(
+        db.migrate().await.unwrap(),
+        SCHEMA_VERSION,
+        "a second run changes nothing"
+    );
+
+    let j = db
+        .job(shoal_model::JobId(evaluated))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((j.state, j.attempt), (JobState::Evaluated, 2));
+    assert_eq!(j.compile_params.get("TILE"), Some("1"));
+    assert_eq!(j.build_key, "build-1");
+    assert_eq!(j.worker.as_deref(), Some("host-a/gpu0"));
+    assert_eq!(j.artifact.as_deref(), Some("sha256:aa"));
+    let results = db.results(j.id).await.unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(
+        (results[0].attempt, results[0].device.as_str()),
+        (2, "H100")
+    );
+    assert!(
+        db.job(shoal_model::JobId(999)).await.unwrap().is_none(),
+        "stale copy dropped"
+    );
+
+    // The old rows' identity is the new rows' identity: the same jobs again add nothing.
+    let same = [new_job(&w, "1", "build-1"), new_job(&w, "2", "build-2")];
+    assert_eq!(db.insert_jobs(&same).await.unwrap(), 0);
+    assert_eq!(
+        db.insert_jobs(&[new_job(&w, "3", "build-3")])
+            .await
+            .unwrap(),
+        1
+    );
+    let fresh = db
+        .jobs_in_state(w.session, JobState::New, 10)
+        .await
+        .unwrap();
+    let mut tiles: Vec<_> = fresh
+        .iter()
+        .map(|j| j.compile_params.get("TILE").unwrap().to_string())
+        .collect();
+    tiles.sort();
+    assert_eq!(tiles, ["2", "3"]);
+
+    // The outbox row came through, and its foreign key now guards the new table.
+    let owed: Option<i64> = conn
+        .exec_first("SELECT job_id FROM outbox WHERE job_attempt = 0", ())
+        .await
+        .unwrap();
+    assert_eq!(owed, Some(new));
+    let orphan = conn
+        .query_drop("INSERT INTO outbox (job_id, job_attempt, owed_ms) VALUES (123456, 0, 9)")
+        .await;
+    assert!(
+        orphan.is_err(),
+        "the outbox's foreign key refers to the new job table"
+    );
+    let old_tables: Option<i64> = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() \
+             AND table_name IN ('job_v9', 'result_v9', 'job_lean', 'result_lean')",
+            (),
+        )
+        .await
+        .unwrap();
+    assert_eq!(old_tables, Some(0));
     drop(conn);
 }

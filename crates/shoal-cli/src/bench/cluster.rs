@@ -143,7 +143,18 @@ impl BenchCluster {
         }
         .await;
         store.disconnect().await;
-        Ok(sizes?.iter().map(|t| t.bytes()).sum())
+        let sizes = sizes?;
+        // Where the bytes are, largest first: the figure to read when a schema change is
+        // meant to make rows leaner.
+        let mut by_size: Vec<_> = sizes.iter().filter(|t| t.bytes() > 0).collect();
+        by_size.sort_by_key(|t| std::cmp::Reverse(t.bytes()));
+        for t in by_size {
+            eprintln!(
+                "database: table {} data {} B, indexes {} B",
+                t.name, t.data_bytes, t.index_bytes
+            );
+        }
+        Ok(sizes.iter().map(|t| t.bytes()).sum())
     }
 
     /// Starts one worker with the cluster's database, broker, namespace and signing key,

@@ -10,6 +10,7 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
+use super::migrate_lean;
 use super::queries as q;
 use super::OpError;
 use crate::StoreError;
@@ -42,6 +43,10 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
     (
         9,
         include_str!("../../../../schemas/mysql/0009_db_import.sql"),
+    ),
+    (
+        10,
+        include_str!("../../../../schemas/mysql/0010_lean_job.sql"),
     ),
 ];
 
@@ -158,8 +163,14 @@ async fn migrate_locked(conn: &mut Conn, now: i64) -> Result<u32, OpError> {
         .into());
     }
     for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
-        for statement in statements(sql) {
-            conn.query_drop(statement).await?;
+        let lean = version == migrate_lean::VERSION;
+        if !lean || migrate_lean::job_is_old(conn).await? {
+            for statement in statements(sql) {
+                conn.query_drop(statement).await?;
+            }
+        }
+        if lean {
+            migrate_lean::carry_forward(conn).await?;
         }
         conn.exec_drop(q::INSERT_SCHEMA_VERSION, (version, now))
             .await?;

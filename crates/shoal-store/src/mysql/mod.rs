@@ -36,6 +36,7 @@
 mod apply;
 mod db_import;
 mod migrate;
+mod migrate_lean;
 mod ops;
 mod presence;
 pub mod queries;

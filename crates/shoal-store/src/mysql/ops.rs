@@ -373,9 +373,15 @@ pub(crate) async fn insert_jobs(
             int(j.solver.0),
             text(j.compile_step.as_str()),
             text(j.eval_step.as_str()),
+            // The identity hash's inputs (see `q::INSERT_JOB`).
+            int(j.config.0),
+            int(j.solver.0),
+            text(j.compile_step.as_str()),
+            text(j.eval_step.as_str()),
+            text(&j.candidate_key()),
             text(&to_json("compile params", &j.compile_params)?),
             text(&to_json("run params", &j.run_params)?),
-            text(&j.candidate_key()),
+            text(&j.build_key),
             text(&j.build_key),
             text(
                 if j.held {

@@ -117,19 +117,28 @@ pub const APPLICABLE_SOLVERS: &str = "SELECT solver_id FROM applicability \
 /// A new job; an existing one (same identity) is left exactly as it is and counts 0 affected
 /// rows. Not `INSERT IGNORE`: that would also turn a too-long value or a broken reference into a
 /// warning and a silently truncated or skipped row.
+///
+/// The server hashes what the keys hold (schemas/mysql/0010_lean_job.sql says why and how):
+/// `identity_hash` from (config, solver, compile step, eval step, candidate key), the 6th to
+/// 10th parameters, with the expression migration 10 uses on the old rows; `build_hash` from the
+/// build key, given twice (13th and 14th). So the parameters are: session, config, solver, the
+/// two steps, the five identity values, compile params, run params, build key, build key,
+/// state, created, updated.
 pub const INSERT_JOB: &str = "INSERT INTO job (session_id, config_id, solver_id, compile_step, \
-     eval_step, compile_params, run_params, candidate_key, build_key, state, created_ms, \
-     updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id";
+     eval_step, identity_hash, compile_params, run_params, build_key, build_hash, state, \
+     created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, \
+     UNHEX(LEFT(SHA2(CONCAT(?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?), 256), 32)), \
+     ?, ?, ?, UNHEX(LEFT(SHA2(?, 256), 16)), ?, ?, ?) ON DUPLICATE KEY UPDATE id = id";
 pub const JOB: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?");
 /// What a compile worker may read of a job (a column grant: id, state, attempt).
 pub const JOB_PROGRESS: &str = "SELECT state, attempt FROM job WHERE id = ?";
 
-/// Hot: claiming new jobs, in build-key order so that jobs sharing a build come together.
-/// `job_by_state` (session, state, build key, id) answers it without a sort step.
+/// Hot: claiming new jobs, in build-hash order so that jobs sharing a build come together.
+/// `job_by_state` (session, state, build hash, id) answers it without a sort step.
 pub const JOBS_NEW: &str = concat!(
     "SELECT ",
     job_columns!(),
-    " FROM job WHERE session_id = ? AND state = 'new' ORDER BY build_key, id LIMIT ?"
+    " FROM job WHERE session_id = ? AND state = 'new' ORDER BY build_hash, id LIMIT ?"
 );
 
 /// Hot: jobs in any other state (the eval claim takes `compiled`), oldest first, as the SQLite
@@ -256,7 +265,7 @@ pub const INSERT_RESULT: &str = "INSERT INTO result (job_id, session_id, attempt
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 pub const RESULTS: &str = "SELECT job_id, session_id, attempt, worker, device, created_ms, \
      status, time_us, samples, workspace, detail \
-     FROM result WHERE job_id = ? ORDER BY attempt, id";
+     FROM result WHERE job_id = ? ORDER BY attempt";
 
 /// Hot: exports and reports. The result of a job is the row of its final attempt.
 /// The plan is pinned, because the optimizer's own choice depends on how the rows are spread:
