@@ -64,7 +64,7 @@ GRANT SELECT, INSERT, UPDATE ON `shoal`.`config` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`config_tag` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`solver` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`applicability` TO 'shoal_cli'@'CLUSTER_NET';
-GRANT SELECT, INSERT, UPDATE (id, session_id, config_id, solver_id, compile_step, eval_step, identity_hash, compile_params, run_params, build_key, build_hash, state, created_ms, updated_ms) ON `shoal`.`job` TO 'shoal_cli'@'CLUSTER_NET';
+GRANT SELECT, INSERT, UPDATE (id, session_id, config_id, solver_id, compile_step, eval_step, identity_hash, compile_params, run_params, build_key, state, created_ms, updated_ms) ON `shoal`.`job` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`result` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`artifact` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`worker` TO 'shoal_cli'@'CLUSTER_NET';

@@ -5,8 +5,8 @@
 -- indexes:
 -- - the identity key repeated the two step names and a 32-byte hash of the candidate's text,
 --   in random order, so its pages sat half full;
--- - `job_by_state` held the build key, up to 700 characters (MIOpen's are long), in every
---   entry;
+-- - `job_by_state` held the build key (64 characters for MIOpen's, declared up to 700) in
+--   every entry, and claims followed it across the table;
 -- - the candidate's text was stored twice (`compile_params`/`run_params`, and `candidate_key`
 --   beside its hash);
 -- - each result carried a surrogate id and a second index for its session.
@@ -18,9 +18,11 @@
 --   computes it, from bound values on insert (`queries::INSERT_JOB`) and from the old columns
 --   here, with the same expression. 128 bits: two different jobs of one session collide with
 --   odds below 2^-64 at 2^32 jobs.
--- - `build_hash` is the first 8 bytes of the SHA-256 of the build key. `job_by_state` orders by
---   it, so the jobs that share a build still come together when new jobs are claimed, and the
---   key itself is no longer limited to 700 characters.
+-- - `job_by_state` is (session, state, id): new jobs are claimed oldest first, like the jobs of
+--   every other state, no longer by build key. The jobs that share a build are usually far
+--   apart in the table (a build serves every shape), so claiming by build key walked the table
+--   one page per job; the index no longer holds the key either. The key itself is no longer
+--   limited to 700 characters here (the `build` table still keys on it).
 -- - `result` is keyed by (job, attempt), which it was unique on already.
 --
 -- Not done by SQL alone: this file only creates the new tables. `mysql::migrate_lean` copies the
@@ -40,7 +42,6 @@ CREATE TABLE IF NOT EXISTS job_lean (
     compile_params    MEDIUMTEXT   NOT NULL,
     run_params        MEDIUMTEXT   NOT NULL,
     build_key         MEDIUMTEXT   NOT NULL,
-    build_hash        BINARY(8)    NOT NULL,
     state             VARCHAR(16)  NOT NULL CHECK (state IN ('new', 'compile_queued',
                           'compiling', 'compiled', 'eval_queued', 'evaluating', 'evaluated',
                           'errored', 'not_applicable', 'held', 'skipped')),
@@ -62,9 +63,9 @@ CREATE TABLE IF NOT EXISTS job_lean (
     PRIMARY KEY (id),
     -- A job's identity within its session: insert_jobs leaves an existing one as it is.
     UNIQUE KEY job_identity (session_id, identity_hash),
-    -- jobs_in_state (equality on session and state; new jobs by build hash then id, other
-    -- states sorted by id), in_flight and state_counts (prefix session_id, state).
-    KEY job_by_state (session_id, state, build_hash, id),
+    -- jobs_in_state (equality on session and state, in id order, no sort step), in_flight and
+    -- state_counts (prefix session_id, state).
+    KEY job_by_state (session_id, state, id),
     -- final_results: one session's jobs in id order, with no sort step.
     KEY job_by_session (session_id, id),
     -- expired_leases: in-flight states with a deadline before now, across sessions.

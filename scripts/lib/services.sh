@@ -376,7 +376,7 @@ check_cluster_net() {
 # INSERT ... ON DUPLICATE KEY UPDATE needs UPDATE on every column it inserts (MariaDB 10.11).
 # Every worker role writes its own presence row (worker: an upsert, which MariaDB checks for
 # SELECT on the columns it updates); the cli reads them (`shoal workers`).
-SHOAL_JOB_INSERT_COLUMNS='id, session_id, config_id, solver_id, compile_step, eval_step, identity_hash, compile_params, run_params, build_key, build_hash, state, created_ms, updated_ms'
+SHOAL_JOB_INSERT_COLUMNS='id, session_id, config_id, solver_id, compile_step, eval_step, identity_hash, compile_params, run_params, build_key, state, created_ms, updated_ms'
 shoal_role_db_grants() {
     local t=$'\t'
     printf 'SELECT, CREATE%sschema_version\n' "$t"

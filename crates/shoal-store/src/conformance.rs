@@ -62,7 +62,7 @@ macro_rules! store_conformance_tests {
             solvers_upsert_is_idempotent,
             applicability_round_trip_and_replace,
             insert_jobs_is_idempotent,
-            jobs_in_state_groups_by_build_and_limits,
+            new_jobs_come_oldest_first_and_limit,
             jobs_in_every_other_state_come_oldest_first,
             happy_path_increments_attempts_and_keeps_artifact,
             stale_transition_writes_nothing,

@@ -416,9 +416,10 @@ pub trait Store: Send + Sync + 'static {
     /// (its database user has no other column), to skip a redelivered request whose attempt
     /// has moved on.
     async fn job_progress(&self, id: JobId) -> Result<Option<(JobState, shoal_model::Attempt)>>;
-    /// Up to `limit` jobs of a session in `state`. New jobs come ordered by build key then id,
-    /// so jobs that share a build are claimed together; jobs in other states by id, oldest
-    /// first. The same in every store (conformance cases pin both orders).
+    /// Up to `limit` jobs of a session in `state`, oldest first (by id), in every state: jobs
+    /// that share a build are usually far apart, and claiming them by build key walked the
+    /// whole table (the Scheduler groups a claim's jobs by build itself). The same in every
+    /// store (conformance cases pin the order).
     async fn jobs_in_state(
         &self,
         session: SessionId,

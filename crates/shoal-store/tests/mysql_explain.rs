@@ -235,7 +235,6 @@ async fn hot_queries_use_indexes() {
     let mut report = Vec::new();
     for (name, sql) in queries::hot(IN_VALUES) {
         let params: Vec<Value> = match name {
-            "jobs_new" => vec![int(s), int(100)],
             "jobs_in_state" => vec![int(s), text("compiled"), int(100)],
             "in_flight" => [vec![int(s)], in_flight()].concat(),
             "expired_leases" => [in_flight(), vec![int(1_000_500), int(100)]].concat(),

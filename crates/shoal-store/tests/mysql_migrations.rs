@@ -160,9 +160,8 @@ async fn migration_10_carries_jobs_results_and_the_outbox_into_the_lean_tables()
         .unwrap();
     conn.exec_drop(
         "INSERT INTO job_lean (id, session_id, config_id, solver_id, compile_step, eval_step, \
-         identity_hash, compile_params, run_params, build_key, build_hash, state, created_ms, \
-         updated_ms) VALUES (999, ?, ?, ?, 'x', 'y', 'stale-hash-16byt', '', '', '', \
-         'stale-8b', 'new', 0, 0)",
+         identity_hash, compile_params, run_params, build_key, state, created_ms, updated_ms) \
+         VALUES (999, ?, ?, ?, 'x', 'y', 'stale-hash-16byt', '', '', '', 'new', 0, 0)",
         (w.session.0, w.config.0, w.solver.0),
     )
     .await

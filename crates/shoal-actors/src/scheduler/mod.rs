@@ -6,8 +6,9 @@
 //! supervisor starts a new one with fresh state: everything it keeps in memory (in-flight counts,
 //! builds out, caches) is derived again from the store, so nothing stale or half-updated
 //! survives a failure. The turn does two kinds of work:
-//! - **dispatch**: claims `new` jobs in batches (grouped by build key, so one compile serves every
-//!   job that needs it), reuses builds already known, publishes compile requests; claims
+//! - **dispatch**: claims `new` jobs in batches, oldest first (the jobs of a batch that share a
+//!   build key go out in one compile request, and a key already out is not built again), reuses
+//!   builds already known, publishes compile requests; claims
 //!   `compiled` jobs and publishes eval requests; keeps the number of jobs in flight bounded so a
 //!   lease measures work, not a long wait in a queue; requeues expired leases; errors jobs whose
 //!   retries are exhausted.

@@ -270,6 +270,11 @@ async fn dispatch_embedded(args: &DispatchArgs) -> anyhow::Result<Figures> {
     }
     let start = Instant::now();
     let session = load_noop(&*store, args, &cpu.arch, cpu.num_cu).await?;
+    eprintln!(
+        "loaded {} jobs in {:.2} s (timed)",
+        args.jobs,
+        start.elapsed().as_secs_f64()
+    );
     let running = start_embedded(
         &store,
         dir.path(),

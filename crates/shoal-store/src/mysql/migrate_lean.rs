@@ -30,15 +30,15 @@ const HAS_FOREIGN_KEY: &str = "SELECT COUNT(*) FROM information_schema.referenti
 /// The identity hash of migration 10, from the old columns. `queries::INSERT_JOB` computes it
 /// with the same expression from bound values.
 const COPY_JOBS: &str = "INSERT INTO job_lean (id, session_id, config_id, solver_id, \
-     compile_step, eval_step, identity_hash, compile_params, run_params, build_key, build_hash, \
-     state, attempt, retries, lease_deadline_ms, worker, artifact, failure_kind, last_error, \
+     compile_step, eval_step, identity_hash, compile_params, run_params, build_key, state, \
+     attempt, retries, lease_deadline_ms, worker, artifact, failure_kind, last_error, \
      created_ms, updated_ms, compile_queued_ms, compiling_ms, compiled_ms, eval_queued_ms, \
      evaluating_ms, finished_ms) \
      SELECT id, session_id, config_id, solver_id, compile_step, eval_step, \
      UNHEX(LEFT(SHA2(CONCAT(config_id, CHAR(10), solver_id, CHAR(10), compile_step, CHAR(10), \
      eval_step, CHAR(10), candidate_key), 256), 32)), \
-     compile_params, run_params, build_key, UNHEX(LEFT(SHA2(build_key, 256), 16)), \
-     state, attempt, retries, lease_deadline_ms, worker, artifact, failure_kind, last_error, \
+     compile_params, run_params, build_key, state, attempt, retries, lease_deadline_ms, \
+     worker, artifact, failure_kind, last_error, \
      created_ms, updated_ms, compile_queued_ms, compiling_ms, compiled_ms, eval_queued_ms, \
      evaluating_ms, finished_ms FROM job ORDER BY id";
 

@@ -382,7 +382,6 @@ pub(crate) async fn insert_jobs(
             text(&to_json("compile params", &j.compile_params)?),
             text(&to_json("run params", &j.run_params)?),
             text(&j.build_key),
-            text(&j.build_key),
             text(
                 if j.held {
                     JobState::Held
@@ -427,12 +426,6 @@ pub(crate) async fn jobs_in_state(
     state: JobState,
     limit: u32,
 ) -> OpResult<Vec<Job>> {
-    if state == JobState::New {
-        return jobs(
-            conn.exec(q::JOBS_NEW, vec![int(session.0), int(limit)])
-                .await?,
-        );
-    }
     let params = vec![int(session.0), text(state.as_str()), int(limit)];
     jobs(conn.exec(q::JOBS_IN_STATE, params).await?)
 }

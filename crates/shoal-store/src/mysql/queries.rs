@@ -118,32 +118,25 @@ pub const APPLICABLE_SOLVERS: &str = "SELECT solver_id FROM applicability \
 /// rows. Not `INSERT IGNORE`: that would also turn a too-long value or a broken reference into a
 /// warning and a silently truncated or skipped row.
 ///
-/// The server hashes what the keys hold (schemas/mysql/0010_lean_job.sql says why and how):
-/// `identity_hash` from (config, solver, compile step, eval step, candidate key), the 6th to
-/// 10th parameters, with the expression migration 10 uses on the old rows; `build_hash` from the
-/// build key, given twice (13th and 14th). So the parameters are: session, config, solver, the
-/// two steps, the five identity values, compile params, run params, build key, build key,
-/// state, created, updated.
+/// The server computes the identity hash (schemas/mysql/0010_lean_job.sql says why and how)
+/// from (config, solver, compile step, eval step, candidate key), the 6th to 10th parameters,
+/// with the expression migration 10 uses on the old rows. So the parameters are: session,
+/// config, solver, the two steps, the five identity values, compile params, run params, build
+/// key, state, created, updated.
 pub const INSERT_JOB: &str = "INSERT INTO job (session_id, config_id, solver_id, compile_step, \
-     eval_step, identity_hash, compile_params, run_params, build_key, build_hash, state, \
-     created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, \
+     eval_step, identity_hash, compile_params, run_params, build_key, state, created_ms, \
+     updated_ms) VALUES (?, ?, ?, ?, ?, \
      UNHEX(LEFT(SHA2(CONCAT(?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?), 256), 32)), \
-     ?, ?, ?, UNHEX(LEFT(SHA2(?, 256), 16)), ?, ?, ?) ON DUPLICATE KEY UPDATE id = id";
+     ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id";
 pub const JOB: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?");
 /// What a compile worker may read of a job (a column grant: id, state, attempt).
 pub const JOB_PROGRESS: &str = "SELECT state, attempt FROM job WHERE id = ?";
 
-/// Hot: claiming new jobs, in build-hash order so that jobs sharing a build come together.
-/// `job_by_state` (session, state, build hash, id) answers it without a sort step.
-pub const JOBS_NEW: &str = concat!(
-    "SELECT ",
-    job_columns!(),
-    " FROM job WHERE session_id = ? AND state = 'new' ORDER BY build_hash, id LIMIT ?"
-);
-
-/// Hot: jobs in any other state (the eval claim takes `compiled`), oldest first, as the SQLite
-/// store orders them. The rows of one state are sorted; the index is forced for the reason given
-/// at [`IN_FLIGHT`] (with `ORDER BY id` the optimizer may walk the whole primary key instead).
+/// Hot: the Scheduler's claims, jobs in one state (`new` for compiling, `compiled` for
+/// evaluating), oldest first, as the SQLite store orders them (whose query says why new jobs are
+/// not grouped by build). `job_by_state` (session, state, id) answers it without a sort step;
+/// the index is forced for the reason given at [`IN_FLIGHT`] (with `ORDER BY id` the optimizer
+/// may walk the whole primary key instead).
 pub const JOBS_IN_STATE: &str = concat!(
     "SELECT ",
     job_columns!(),
@@ -320,7 +313,6 @@ pub const DB_RECORDS: &str = "SELECT kind, config_id, db_key, solver, time_ms, w
 /// (0 for fixed texts), for the EXPLAIN test.
 pub fn hot(in_values: usize) -> Vec<(&'static str, String)> {
     vec![
-        ("jobs_new", JOBS_NEW.to_string()),
         ("jobs_in_state", JOBS_IN_STATE.to_string()),
         ("in_flight", IN_FLIGHT.to_string()),
         ("expired_leases", EXPIRED_LEASES.to_string()),

@@ -87,6 +87,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         10,
         include_str!("../../../../schemas/sqlite/0010_db_import.sql"),
     ),
+    (
+        11,
+        include_str!("../../../../schemas/sqlite/0011_claim_oldest_first.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

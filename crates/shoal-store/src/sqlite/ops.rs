@@ -249,15 +249,6 @@ pub(crate) fn jobs_in_state(
     limit: u32,
 ) -> Result<Vec<Job>> {
     let what = "listing jobs by state";
-    if state == JobState::New {
-        return conn
-            .prepare_cached(q::JOBS_NEW)
-            .and_then(|mut st| {
-                st.query_map(params![session.0, limit], rows::job)?
-                    .collect()
-            })
-            .ctx(what);
-    }
     conn.prepare_cached(q::JOBS_IN_STATE)
         .and_then(|mut st| {
             st.query_map(params![session.0, state.as_str(), limit], rows::job)?

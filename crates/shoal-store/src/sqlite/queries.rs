@@ -68,19 +68,18 @@ pub(crate) const INSERT_JOB: &str = "INSERT OR IGNORE INTO job (session_id, conf
 pub(crate) const JOB: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?1");
 pub(crate) const JOB_PROGRESS: &str = "SELECT state, attempt FROM job WHERE id = ?1";
 
-/// Hot: the Scheduler's claim query. `job_by_state` answers it without a sort step.
+/// Hot: the Scheduler's claim query, for every state, `new` included: oldest first.
+/// `job_by_state` answers it without a sort step.
+///
+/// Why oldest first for new jobs too, and not grouped by build key: jobs that share a build
+/// are usually far apart (a build serves every shape, and a spec loads shape by shape), so
+/// claiming by build walked the whole table, one page per job, and a session of a million jobs
+/// dispatched at half the rate of one of 100,000 (BENCHMARKS.md, "dispatch as the store
+/// grows"). The jobs of one claim that share a build still go out in one compile request.
 pub(crate) const JOBS_IN_STATE: &str = concat!(
     "SELECT ",
     job_columns!(),
     " FROM job WHERE session_id = ?1 AND state = ?2 ORDER BY id LIMIT ?3"
-);
-
-/// Hot: claiming new jobs. The literal `state = 'new'` lets SQLite use the partial index
-/// `job_new_by_build`, which is already in build-key order.
-pub(crate) const JOBS_NEW: &str = concat!(
-    "SELECT ",
-    job_columns!(),
-    " FROM job WHERE session_id = ?1 AND state = 'new' ORDER BY build_key, id LIMIT ?2"
 );
 
 /// Hot: `?2..?5` are the four in-flight state names (bound, from `JobState::is_in_flight`).
@@ -194,7 +193,6 @@ pub(crate) const DB_RECORDS: &str = "SELECT kind, config_id, db_key, solver, tim
 #[cfg(test)]
 pub(crate) const HOT: &[(&str, &str)] = &[
     ("jobs_in_state", JOBS_IN_STATE),
-    ("jobs_new", JOBS_NEW),
     ("in_flight", IN_FLIGHT),
     ("expired_leases", EXPIRED_LEASES),
     ("state_counts", STATE_COUNTS),
