@@ -144,3 +144,78 @@ fn something_that_is_no_table_is_named() {
         "{stderr}"
     );
 }
+
+/// `deploy/ci/tune-gate.sh`, the CI pipeline, end to end on a replayed space (recorded times,
+/// so the same tuning twice is the same to the microsecond): the first run writes the table;
+/// a second changes nothing; against a faster kept table it fails and leaves the table alone;
+/// against a slower one it writes the better winners back.
+#[test]
+fn the_ci_gate_keeps_writes_back_and_refuses_as_it_should() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    common::write_replay_space(&d.join("space.json"));
+    std::fs::write(
+        d.join("spec.toml"),
+        "name = \"gate\"\nbackend = \"replay\"\nspace = \"space.json\"\n",
+    )
+    .unwrap();
+    let script = common::repo_root().join("deploy/ci/tune-gate.sh");
+    let gate = |work: &str| {
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .args(["spec.toml", "table", "--work", work, "--shoal"])
+            .arg(env!("CARGO_BIN_EXE_shoal"))
+            .current_dir(d)
+            .env_remove("SHOAL_DB_FILE")
+            .env_remove("SHOAL_DB")
+            .env_remove("SHOAL_BROKER")
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let last = stdout.lines().last().unwrap_or("").to_string();
+        (out.status.code(), last, stdout + &String::from_utf8_lossy(&out.stderr))
+    };
+    let table = d.join("table/tuned.json");
+    let read = || -> Value { serde_json::from_str(&std::fs::read_to_string(&table).unwrap()).unwrap() };
+
+    let (code, last, all) = gate("w1");
+    assert_eq!(code, Some(0), "{all}");
+    assert!(last.starts_with("tune-gate: improved: first table"), "{all}");
+    assert!(d.join("table/tuned.csv").is_file());
+    let first = std::fs::read(&table).unwrap();
+
+    let (code, last, all) = gate("w2");
+    assert_eq!(code, Some(0), "{all}");
+    assert!(last.starts_with("tune-gate: kept"), "{all}");
+    assert!(all.contains("== diff of tuned.csv"), "{all}");
+    assert_eq!(std::fs::read(&table).unwrap(), first, "a kept table is not rewritten");
+    for f in ["before/tuned.json", "new/tuned.json", "kept/tuned.json", "compare.txt", "tune.db"] {
+        assert!(d.join("w2").join(f).exists(), "{f} for the artifacts");
+    }
+
+    // A kept table twice as fast as what the tuning finds: a regression, the table stays.
+    let scale = |factor: f64| {
+        let mut t = read();
+        for row in t.as_array_mut().unwrap() {
+            if let Some(us) = row["us"].as_f64() {
+                row["us"] = serde_json::json!(us * factor);
+            }
+        }
+        std::fs::write(&table, serde_json::to_vec_pretty(&t).unwrap()).unwrap();
+        std::fs::read(&table).unwrap()
+    };
+    let faster = scale(0.5);
+    let (code, last, all) = gate("w3");
+    assert_eq!(code, Some(1), "{all}");
+    assert!(last.starts_with("tune-gate: regressed"), "{all}");
+    assert_eq!(std::fs::read(&table).unwrap(), faster, "left as it was");
+
+    // A kept table four times slower (half of four: twice the tuning's): improved, written back
+    // with the new winners' times.
+    scale(4.0);
+    let (code, last, all) = gate("w4");
+    assert_eq!(code, Some(0), "{all}");
+    assert!(last.starts_with("tune-gate: improved: 1 shapes faster"), "{all}");
+    assert_eq!(winners(&read())[0]["us"], winners(&serde_json::from_slice(&first).unwrap())[0]["us"]);
+}

@@ -140,6 +140,13 @@ fn every_page_renders_in_chromium_from_a_real_tuning() {
     }
     assert!(session.contains("SIGSEGV"), "{session}");
     assert!(session.contains("<svg id=\"candidate-chart\""), "{session}");
+    // The shape's history and each parameter's effect (WORK varies among the valid ones).
+    assert!(session.contains("<svg id=\"best-so-far\""), "{session}");
+    assert!(session.contains("data-param=\"WORK\""), "{session}");
+    assert!(
+        !session.contains("data-param=\"MODE\""),
+        "one valid MODE: {session}"
+    );
     assert_eq!(
         session.matches("<circle class=\"winner\"").count(),
         1,
@@ -149,6 +156,39 @@ fn every_page_renders_in_chromium_from_a_real_tuning() {
         session.matches("<circle class=\"candidate\"").count(),
         2,
         "{session}"
+    );
+
+    // The downloads: the tuned table as `shoal export` writes it, and the T4 spaces.
+    let csv = get(port, "/session/1/tuned.csv", "");
+    assert!(csv.starts_with("HTTP/1.1 200"), "{csv}");
+    assert!(
+        csv.contains("attachment; filename=\"session-1-tuned.csv\""),
+        "{csv}"
+    );
+    assert!(csv.contains("\r\n\r\narch,cu_num,N,MODE,WORK,us"), "{csv}");
+    let json = get(port, "/session/1/tuned.json", "");
+    assert!(json.contains("\"best\""), "{json}");
+    let t4 = get(port, "/session/1/t4.json", "");
+    assert_eq!(
+        t4.matches("\"results\"").count(),
+        2,
+        "one space per shape: {t4}"
+    );
+    let other = get(port, "/session/1/..%2f..%2fetc%2fpasswd", "");
+    assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+
+    // `/metrics` beside the pages: the store's jobs per state, every metric with HELP and TYPE.
+    let metrics = get(port, "/metrics", "");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(
+        metrics.contains("shoal_jobs{session=\"1\",state=\"evaluated\"} 6"),
+        "{metrics}"
+    );
+    let types = metrics.lines().filter(|l| l.starts_with("# TYPE ")).count();
+    let helps = metrics.lines().filter(|l| l.starts_with("# HELP ")).count();
+    assert!(
+        types > 5 && helps == types,
+        "{types} TYPE, {helps} HELP: {metrics}"
     );
 
     let fleet = dom(&profile, &format!("{base}/fleet"));

@@ -73,31 +73,44 @@ fn every_fault_is_recorded_with_its_kind_and_tuning_completes() {
         .iter()
         .all(|(_, n)| *n == 1));
 
-    // `status` counts the failures by kind, each with one of its messages.
+    // `status` groups the failures by kind and error, each with the tool's own output.
     let status = common::run_ok(common::shoal(dir.path()).args(["--db", "t.db", "status"]));
     let status = String::from_utf8_lossy(&status.stdout);
-    assert!(status.contains("failures by kind"), "{status}");
+    assert!(status.contains("failures: 10 candidates"), "{status}");
     assert!(
         status.contains("progress: 16/16 done (100.0 %), finished"),
         "{status}"
     );
-    let crashed_line = status
-        .lines()
-        .find(|l| l.trim_start().starts_with("crashed"))
+    let lines: Vec<&str> = status.lines().collect();
+    let crashed = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("crashed × 2"))
         .unwrap_or_else(|| panic!("{status}"));
-    assert!(crashed_line.contains("SIGSEGV"), "{status}");
+    assert!(
+        lines[crashed..crashed + 3].join("\n").contains("SIGSEGV"),
+        "{status}"
+    );
+    // The build failure shows the compiler's own line, not only Shoal's.
+    assert!(
+        status.contains("error: #error \"this candidate does not compile\""),
+        "{status}"
+    );
+    assert!(status.contains("candidate MODE=5,WORK=1"), "{status}");
     let json = common::run_ok(common::shoal(dir.path()).args(["--db", "t.db", "status", "--json"]));
     let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(json["states"]["evaluated"], 6, "{json}");
     assert_eq!(json["progress"]["done"], 16, "{json}");
     // The tuning process reported itself and said it stopped: no worker is live now.
     assert_eq!(json["fleet"]["live"], 0, "{json}");
-    let kinds: Vec<(&str, u64)> = json["failures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["kind"].as_str().unwrap(), f["count"].as_u64().unwrap()))
-        .collect();
+    let mut kinds: std::collections::BTreeMap<&str, u64> = Default::default();
+    for f in json["failures"].as_array().unwrap() {
+        *kinds.entry(f["kind"].as_str().unwrap()).or_default() += f["count"].as_u64().unwrap();
+        assert_eq!(
+            f["candidates"].as_array().unwrap().len() as u64,
+            f["count"].as_u64().unwrap(),
+            "{json}"
+        );
+    }
     for kind in [
         "build_failed",
         "crashed",
@@ -105,6 +118,73 @@ fn every_fault_is_recorded_with_its_kind_and_tuning_completes() {
         "timeout",
         "wrong_answer",
     ] {
-        assert!(kinds.contains(&(kind, 2)), "{kind}: {json}");
+        assert_eq!(kinds.get(kind), Some(&2), "{kind}: {json}");
     }
+}
+
+/// A spec whose every build fails: `tune` exits 3 and says why (the compiler's line and the
+/// candidates it hit), and `status` and `shoal failures` show the same.
+#[test]
+fn a_spec_whose_every_build_fails_exits_3_with_the_compilers_message() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        common::fixture("faulty/kernel.c"),
+        dir.path().join("kernel.c"),
+    )
+    .unwrap();
+    let spec = std::fs::read_to_string(common::fixture("faulty/spec.toml"))
+        .unwrap()
+        .replace("MODE = [0, 1, 2, 3, 4, 5]", "MODE = [5]")
+        .replace("WORK = [1, 4, 16]", "WORK = [1, 4]")
+        .replace("rules = [\"MODE == 0 || WORK == 1\"]", "");
+    std::fs::write(dir.path().join("spec.toml"), spec).unwrap();
+    let out = common::shoal(dir.path())
+        .args(["tune", "spec.toml", "--db", "t.db", "--out", "out"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("2 of 2 shapes have no valid candidate"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("4 candidates failed, 1 kind of error"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("build_failed × 4: ")
+            && stderr.contains("error: #error \"this candidate does not compile\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("candidate MODE=5,WORK=1 (shape N=20000"),
+        "{stderr}"
+    );
+
+    let status = common::run_ok(common::shoal(dir.path()).args(["--db", "t.db", "status"]));
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("this candidate does not compile"),
+        "{status}"
+    );
+    assert!(status.contains("candidate MODE=5,WORK=4"), "{status}");
+
+    let listed =
+        common::run_ok(common::shoal(dir.path()).args(["--db", "t.db", "failures", "--json"]));
+    let groups: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let groups = groups.as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(groups[0]["kind"], "build_failed");
+    let params: Vec<&str> = groups[0]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["params"].as_str().unwrap())
+        .collect();
+    assert_eq!(params.len(), 4, "{params:?}");
+    assert!(
+        params.iter().all(|p| p.starts_with("MODE=5,WORK=")),
+        "{params:?}"
+    );
 }

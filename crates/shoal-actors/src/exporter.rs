@@ -115,6 +115,17 @@ pub async fn tuned_rows_of(
     info: &shoal_model::Session,
     results: &[shoal_model::FinalResult],
 ) -> Result<Vec<TunedRow>, ActorError> {
+    Ok(tuned_files_of(store, backends, info, results).await?.0)
+}
+
+/// The tuned rows of a session, and the bytes of the `tuned.csv` and `tuned.json` that
+/// `shoal export` would write for them (the dashboard offers them as downloads).
+pub async fn tuned_files_of(
+    store: &dyn Store,
+    backends: &SessionBackends,
+    info: &shoal_model::Session,
+    results: &[shoal_model::FinalResult],
+) -> Result<(Vec<TunedRow>, Vec<u8>, Vec<u8>), ActorError> {
     let spec = match info.info.backend {
         shoal_model::Backend::Command => Some(backends.spec(store, info.id).await?),
         _ => None,
@@ -126,7 +137,12 @@ pub async fn tuned_rows_of(
         shape_columns: spec.as_ref().map_or(&[][..], |s| &s.shape_columns[..]),
         flops: &flops,
     };
-    Ok(shoal_export::tuned_rows(&ctx, results))
+    let rows = shoal_export::tuned_rows(&ctx, results);
+    let (mut csv, mut json) = (Vec::new(), Vec::new());
+    shoal_export::write_csv(&ctx, &rows, &mut csv)
+        .and_then(|()| shoal_export::write_json(&rows, &mut json))
+        .map_err(|e| ActorError::Other(format!("writing the tuned table: {e}")))?;
+    Ok((rows, csv, json))
 }
 
 /// Where an export request's directory lands: under the exporter's own `root`, never elsewhere.

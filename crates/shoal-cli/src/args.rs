@@ -18,7 +18,8 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// The store: a SQLite database file, created if missing.
+    /// The store: a SQLite database file. Commands that tune create it if missing; commands
+    /// that only read it (status, export, failures, serve, …) refuse a missing file.
     #[arg(long, global = true, default_value = "shoal.db", env = "SHOAL_DB_FILE")]
     pub db: PathBuf,
 
@@ -49,6 +50,17 @@ pub enum Command {
     /// candidate, compiles every distinct compile-time parameter set once, times every candidate,
     /// and writes the best candidate per shape as CSV and JSON under --out. Run it again after
     /// Ctrl-C or a crash: it resumes and redoes nothing that finished.
+    ///
+    /// Examples:
+    ///   shoal tune examples/cpu-gemm/spec.toml
+    ///   shoal tune spec.toml --out tuned/ --db runs.db --devices 2
+    ///   shoal tune spec.toml --cluster          # on the cluster of SHOAL_BROKER and SHOAL_DB
+    ///
+    /// Exit status: 0 every shape has a winner; 3 a shape has no valid candidate (every one
+    /// of its candidates failed: the errors are listed, and `shoal failures` lists them all);
+    /// 130 interrupted (run the same command again to resume); 1 any other error; 2 a bad
+    /// argument.
+    #[command(verbatim_doc_comment)]
     Tune(TuneArgs),
     /// Check a tuning spec and show its parameter space, without creating anything.
     Check {
@@ -83,18 +95,44 @@ pub enum Command {
     },
     /// Serve the read-only web dashboard: sessions with progress and ETA, one session's
     /// winners, failures and a chart of every candidate's time per shape, and the fleet.
+    ///
+    /// Examples:
+    ///   shoal serve                                  # http://127.0.0.1:8080, the store shoal.db
+    ///   shoal serve --db runs.db --addr 127.0.0.1:9000
+    ///   shoal serve --cluster                        # the cluster's database (SHOAL_DB)
+    #[command(verbatim_doc_comment)]
     Serve(crate::web::ServeArgs),
     /// List the worker processes that report to the store: live, stale (silent for 3
     /// heartbeats) or stopped, with their hosts, roles, devices and the jobs they hold. Reads the
     /// cluster's database with --cluster, else --db.
     Workers(crate::fleet::WorkersArgs),
     /// Show a session's progress (rate over the last 5 minutes and ETA), jobs per state,
-    /// failures by kind with one message each, and a summary of the workers reporting.
+    /// failed candidates grouped by kind and error (with the tool's own first lines of output
+    /// and a few of the candidates' parameters), and a summary of the workers reporting.
     Status {
         /// Session id (default: the newest in the store).
         #[arg(long)]
         session: Option<i64>,
         /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Read the cluster's database (SHOAL_DB or the config file) instead of --db.
+        #[arg(long)]
+        cluster: bool,
+    },
+    /// List a session's failed candidates, grouped by kind and by the error the build or the
+    /// kernel printed: per group the error line, the first lines of the tool's own output, and
+    /// every failed candidate's shape and parameters.
+    ///
+    /// Examples:
+    ///   shoal failures                 # the newest session
+    ///   shoal failures --session 3 --json | jq '.[0].candidates'
+    #[command(verbatim_doc_comment)]
+    Failures {
+        /// Session id (default: the newest in the store).
+        #[arg(long)]
+        session: Option<i64>,
+        /// Print JSON (a list of groups) instead of text.
         #[arg(long)]
         json: bool,
         /// Read the cluster's database (SHOAL_DB or the config file) instead of --db.
@@ -117,6 +155,12 @@ pub enum Command {
     },
     /// Write a session's results into a directory: the tuned table (CSV and JSON) of a
     /// command-backend session, or MIOpen's databases of a MIOpen session.
+    ///
+    /// Examples:
+    ///   shoal export --out tuned/                    # the newest session's tuned.csv and tuned.json
+    ///   shoal export --session 3 --format t4 --out t4/   # every candidate's time (T4)
+    ///   shoal export --session 7 --base /opt/rocm/share/miopen/db --out merged/   # MIOpen
+    #[command(verbatim_doc_comment)]
     Export {
         /// Session id (default: the newest in the store; with --cluster, required).
         #[arg(long)]
@@ -312,6 +356,15 @@ pub enum Command {
     /// shape's old and new winner and time, flags changes larger than the winners' recorded
     /// spread, and exits 1 when a shape regressed or lost its winner, 2 when the two could not
     /// be compared (for CI gates).
+    ///
+    /// Examples:
+    ///   shoal compare 3 4                            # two sessions of the --db store
+    ///   shoal compare before/tuned.json after/       # two exported tables
+    ///   shoal compare 3 4 --update-if-improved tuned/   # keep the new table only if better
+    ///
+    /// Exit status: 0 no shape regressed; 1 a shape regressed or lost its winner; 2 a bad
+    /// argument or input (a table that cannot be read, a session not in the store).
+    #[command(verbatim_doc_comment)]
     Compare(crate::compare::CompareArgs),
     /// Measure Shoal itself.
     Bench {

@@ -46,6 +46,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             cluster,
         } => crate::status::status(&db, cluster, session, json).await,
+        Command::Failures {
+            session,
+            json,
+            cluster,
+        } => crate::status::failures(&db, cluster, session, json).await,
         Command::DeadLetters { json, messages } => {
             crate::dead_letters::dead_letters(json, messages).await
         }

@@ -123,10 +123,13 @@ fn shape_columns(rows: &[TunedRow]) -> Vec<String> {
 
 /// One line per shape: the shape, old and new time and winner, the change against the noise.
 fn render(changes: &[ShapeChange]) -> String {
-    let time = |r: &Option<TunedRow>| {
-        r.as_ref()
-            .and_then(|r| r.time_us)
-            .map_or("-".to_string(), |t| format!("{t:.2}"))
+    // Each winner's time with its own run-to-run spread, the noise the verdict weighs.
+    let time = |r: &Option<TunedRow>| match r.as_ref().and_then(|r| r.time_us.map(|t| (t, r))) {
+        None => "-".to_string(),
+        Some((t, r)) => match r.spread_pct {
+            Some(s) => format!("{t:.2} ±{s:.1}%"),
+            None => format!("{t:.2}"),
+        },
     };
     let winner = |r: &Option<TunedRow>| {
         r.as_ref()

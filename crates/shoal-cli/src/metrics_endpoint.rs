@@ -1,4 +1,5 @@
-//! `--metrics-addr` of `shoal worker` and `shoal tune`: starts the `/metrics` endpoint
+//! `--metrics-addr` of `shoal worker` and `shoal tune` (and `/metrics` of `shoal serve`, through
+//! [`refresh_from_store`]): starts the `/metrics` endpoint
 //! (`shoal_metrics::serve`) with what this process can read when scraped: the jobs per state of
 //! the sessions it schedules (from the store) and the depths of the queues it uses (from the
 //! broker).
@@ -54,25 +55,7 @@ pub async fn start(
     let collect: Collect = Arc::new(move || {
         let (store, counted, bus) = (store.clone(), counted.clone(), bus.clone());
         Box::pin(async move {
-            let outages = shoal_store::patient::outages();
-            shoal_metrics::metrics().set_store_outages(
-                outages.count,
-                outages.total().as_secs_f64(),
-                outages.current.is_some(),
-            );
-            let broker = shoal_bus::outages::outages();
-            shoal_metrics::metrics().set_broker_outages(
-                broker.count,
-                (broker.ended_total + broker.current.unwrap_or_default()).as_secs_f64(),
-            );
-            // A scrape while the database does not answer must not wait for it: the job counts
-            // keep their last reading.
-            if outages.current.is_none() {
-                let read = collect_jobs(&*store, &counted);
-                if tokio::time::timeout(COLLECT_WAIT, read).await.is_err() {
-                    tracing::debug!("job counts not read within the scrape's time");
-                }
-            }
+            refresh_from_store(&*store, &counted).await;
             if let Some((bus, queues)) = bus {
                 let mut depths = Vec::new();
                 for q in queues {
@@ -86,6 +69,31 @@ pub async fn start(
         })
     });
     Ok(Some(shoal_metrics::serve(addr, Some(collect)).await?))
+}
+
+/// Reads into the process's metrics what a scrape reports of the store and the outages: the
+/// outage counters, and the jobs per state of the `counted` sessions (also `shoal serve`'s
+/// `/metrics`).
+pub async fn refresh_from_store(store: &dyn Store, counted: &Counted) {
+    let outages = shoal_store::patient::outages();
+    shoal_metrics::metrics().set_store_outages(
+        outages.count,
+        outages.total().as_secs_f64(),
+        outages.current.is_some(),
+    );
+    let broker = shoal_bus::outages::outages();
+    shoal_metrics::metrics().set_broker_outages(
+        broker.count,
+        (broker.ended_total + broker.current.unwrap_or_default()).as_secs_f64(),
+    );
+    // A scrape while the database does not answer must not wait for it: the job counts keep
+    // their last reading.
+    if outages.current.is_none() {
+        let read = collect_jobs(store, counted);
+        if tokio::time::timeout(COLLECT_WAIT, read).await.is_err() {
+            tracing::debug!("job counts not read within the scrape's time");
+        }
+    }
 }
 
 async fn collect_jobs(store: &dyn Store, counted: &Counted) {

@@ -89,10 +89,13 @@ pub async fn watch_progress(
 ) -> anyhow::Result<bool> {
     let counts = crate::waiting::on_stderr(store.state_counts(session)).await?;
     let total: u64 = counts.values().sum();
+    let (built_at_start, done_at_start) = built_and_done(&counts);
     let bar = ProgressBar::new(total);
+    // Not indicatif's own rate and ETA: they follow the bar's position alone, which early in a
+    // run moves only as fast as the first builds allow (shoal_model::progress::estimate_eta).
     bar.set_style(
         ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} candidates done  {per_sec}  ETA {eta}  {msg}",
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} candidates done  {msg}",
         )
         .expect("valid template"),
     );
@@ -115,24 +118,26 @@ pub async fn watch_progress(
                 return Ok(true);
             }
         };
-        let done: u64 = counts
-            .iter()
-            .filter(|(s, _)| s.is_terminal())
-            .map(|(_, n)| n)
-            .sum();
         let get = |s: JobState| counts.get(&s).copied().unwrap_or(0);
-        // Counted in candidates (jobs), never in builds: one build serves every candidate that
-        // shares its compile-time parameters, so "built" here is candidates whose build is done.
-        let built: u64 = [
-            JobState::Compiled,
-            JobState::EvalQueued,
-            JobState::Evaluating,
-            JobState::Evaluated,
-        ]
-        .map(get)
-        .iter()
-        .sum();
-        let mut msg = format!("{built} built, {} failed", get(JobState::Errored));
+        let (built, done) = built_and_done(&counts);
+        let eta = shoal_model::progress::estimate_eta(&shoal_model::progress::Pipeline {
+            elapsed_s: start.elapsed().as_secs_f64(),
+            total,
+            built,
+            built_at_start,
+            done,
+            done_at_start,
+        });
+        let eta = eta.map_or("ETA …".to_string(), |s| {
+            format!("ETA {}", shoal_model::progress::human_duration(s))
+        });
+        // Counted in candidates, like the bar: one build serves every candidate that shares
+        // its compile-time parameters, so this is candidates whose build is done and worked.
+        let compiled = built - done + get(JobState::Evaluated);
+        let mut msg = format!(
+            "{eta}  {compiled} candidates compiled, {} failed",
+            get(JobState::Errored)
+        );
         if get(JobState::Skipped) > 0 {
             msg.push_str(&format!(
                 ", {} skipped by the search",
@@ -164,6 +169,25 @@ pub async fn watch_progress(
             }
         }
     }
+}
+
+/// Candidates whose build is done (including those final), and candidates final.
+fn built_and_done(counts: &std::collections::BTreeMap<JobState, u64>) -> (u64, u64) {
+    let get = |s: JobState| counts.get(&s).copied().unwrap_or(0);
+    let done: u64 = counts
+        .iter()
+        .filter(|(s, _)| s.is_terminal())
+        .map(|(_, n)| n)
+        .sum();
+    let in_eval: u64 = [
+        JobState::Compiled,
+        JobState::EvalQueued,
+        JobState::Evaluating,
+    ]
+    .map(get)
+    .iter()
+    .sum();
+    (in_eval + done, done)
 }
 
 pub fn hostname() -> String {

@@ -1,7 +1,8 @@
 //! `shoal sessions` and `shoal status`: what the store says about the sessions in it, for people
 //! (text) and programs (`--json`): per session its progress, rate and ETA
-//! ([`shoal_model::progress`]), its jobs per state, its failures by kind with one message each,
-//! and a summary of the fleet that works on it (the presence records, `shoal workers`).
+//! ([`shoal_model::progress`]), its jobs per state, its failed candidates grouped by kind and
+//! error ([`shoal_export::failures`]), and a summary of the fleet that works on it (the presence
+//! records, `shoal workers`); `shoal failures` lists every failed candidate.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -93,6 +94,10 @@ pub async fn progress_of(
         .map(|(_, n)| n)
         .sum();
     let now = shoal_actors::now_ms();
+    if total > 0 && done == total {
+        let times = store.finish_times(id, 0).await?;
+        return Ok((Progress::finished(total, &times), counts));
+    }
     let times = store.finish_times(id, now - RATE_WINDOW_MS).await?;
     Ok((Progress::new(done, total, &times, now), counts))
 }
@@ -108,7 +113,7 @@ pub async fn status(
     let (info, progress, counts, failures, fleet) = crate::waiting::on_stderr(async {
         let info = session_or_newest(&*store, session).await?;
         let (progress, counts) = progress_of(&*store, info.id).await?;
-        let failures = shoal_export::failures_by_kind(&store.final_results(info.id).await?);
+        let failures = shoal_export::failures::failure_groups(&store.final_results(info.id).await?);
         let fleet = FleetSummary::of(&store.workers().await?, now);
         anyhow::Ok((info, progress, counts, failures, fleet))
     })
@@ -124,10 +129,22 @@ pub async fn status(
                 )
             })
             .collect();
+        // Per group: kind, count, the error line, Shoal's line, the tool's first lines, and
+        // every candidate's parameters; `example` (the whole first message) as before.
         let failures: Vec<serde_json::Value> = failures
             .iter()
-            .map(|(kind, (n, example))| {
-                serde_json::json!({ "kind": kind, "count": n, "example": example })
+            .map(|g| {
+                serde_json::json!({
+                    "kind": g.kind,
+                    "count": g.count(),
+                    "error": g.error,
+                    "example": std::iter::once(g.headline.as_str())
+                        .chain(g.output.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    "output": g.output,
+                    "candidates": g.candidates,
+                })
             })
             .collect();
         let v = serde_json::json!({
@@ -154,24 +171,73 @@ pub async fn status(
         );
     }
     if !failures.is_empty() {
-        println!("failures by kind");
-        for (kind, (n, example)) in &failures {
-            let example = example.as_deref().unwrap_or("");
-            println!(
-                "  {kind:<15} {n:<6} e.g. {}",
-                shoal_export::one_line(example, 100)
-            );
+        let n: usize = failures.iter().map(|g| g.count()).sum();
+        println!(
+            "failures: {n} candidate{}, {} kind{} of error",
+            if n == 1 { "" } else { "s" },
+            failures.len(),
+            if failures.len() == 1 { "" } else { "s" }
+        );
+        for line in shoal_export::failures::failure_text(&failures, Some(FAILED_SHOWN)) {
+            println!("{line}");
         }
     }
     println!("fleet: {}", fleet.line());
     Ok(ExitCode::SUCCESS)
 }
 
+/// `shoal failures`: every failed candidate of a session, grouped by kind and error.
+pub async fn failures(
+    db: &Path,
+    cluster: bool,
+    session: Option<i64>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let store = crate::fleet::store_for_reading(db, cluster).await?;
+    let (info, groups) = crate::waiting::on_stderr(async {
+        let info = session_or_newest(&*store, session).await?;
+        let results = store.final_results(info.id).await?;
+        anyhow::Ok((info, shoal_export::failures::failure_groups(&results)))
+    })
+    .await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&groups)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if groups.is_empty() {
+        println!("session {}: no failed candidates", info.id);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let n: usize = groups.iter().map(|g| g.count()).sum();
+    println!(
+        "session {}: {n} failed candidate{} in {} group{}",
+        info.id,
+        if n == 1 { "" } else { "s" },
+        groups.len(),
+        if groups.len() == 1 { "" } else { "s" }
+    );
+    for line in shoal_export::failures::failure_text(&groups, None) {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How many failed candidates of each group `status` names (`shoal failures` names them all).
+const FAILED_SHOWN: usize = 3;
+
 /// `120/540 done (22.2 %), 3.20 jobs/s over the last 5 min, ETA 2m 11s`.
 fn progress_line(p: &Progress) -> String {
     let mut line = format!("{}/{} done ({:.1} %)", p.done, p.total, p.percent());
     match (p.per_s, p.eta_s) {
-        _ if p.done == p.total => line.push_str(", finished"),
+        _ if p.done == p.total => {
+            line.push_str(", finished");
+            if let (Some(secs), Some(r)) = (p.finished_in_s, p.per_s) {
+                line.push_str(&format!(
+                    " in {} (first to last job) at {r:.2} jobs/s",
+                    human_duration(secs)
+                ));
+            }
+        }
         (Some(r), Some(eta)) => line.push_str(&format!(
             ", {r:.2} jobs/s over the last {} min, ETA {}",
             RATE_WINDOW_MS / 60_000,

@@ -40,7 +40,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     let loaded = shoal_actors::load::load(&*store, &spec, &identity).await?;
     let session = loaded.session.id;
     eprintln!(
-        "session {session} ({}): {} on {} ({} {}, {} units): {} candidates over {} shapes, {} builds{}",
+        "session {session} ({}): {} on {} ({} {}, {} units): {} candidates over {} shapes, from {} builds (one per distinct set of compile-time parameters){}",
         if loaded.resumed { "resumed" } else { "new" },
         spec.name,
         device.name,
@@ -140,7 +140,62 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         eprintln!("interrupted: run the same command again to finish the tuning");
         return Ok(ExitCode::from(130));
     }
-    Ok(ExitCode::SUCCESS)
+    let results = store.final_results(session).await?;
+    Ok(verdict(&summary.rows, &results))
+}
+
+/// `tune`'s exit status when a shape ends with no valid candidate (documented in `--help`).
+pub const NO_VALID_CANDIDATE: u8 = 3;
+
+/// How many failure groups the end of a tuning shows (`shoal failures` shows all).
+const GROUPS_SHOWN: usize = 5;
+
+/// Says on stderr what failed, grouped by error, and returns [`NO_VALID_CANDIDATE`] when a
+/// shape has no winner: a table with a shape left empty is not a tuning that worked, and a
+/// script must be able to tell without reading the CSV.
+pub fn verdict(rows: &[shoal_export::TunedRow], results: &[shoal_model::FinalResult]) -> ExitCode {
+    let groups = shoal_export::failures::failure_groups(results);
+    if !groups.is_empty() {
+        let n: usize = groups.iter().map(|g| g.count()).sum();
+        eprintln!(
+            "{n} candidate{} failed, {} kind{} of error:",
+            if n == 1 { "" } else { "s" },
+            groups.len(),
+            if groups.len() == 1 { "" } else { "s" }
+        );
+        let shown = &groups[..groups.len().min(GROUPS_SHOWN)];
+        for line in shoal_export::failures::failure_text(shown, Some(2)) {
+            eprintln!("{line}");
+        }
+        if groups.len() > GROUPS_SHOWN {
+            eprintln!(
+                "  … and {} more groups (`shoal failures`)",
+                groups.len() - GROUPS_SHOWN
+            );
+        }
+    }
+    let empty: Vec<String> = rows
+        .iter()
+        .filter(|r| r.best.is_none())
+        .map(|r| r.shape.to_string())
+        .collect();
+    if empty.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    let listed: Vec<&str> = empty.iter().take(5).map(String::as_str).collect();
+    eprintln!(
+        "shoal: {} of {} shapes have no valid candidate ({}{}): every candidate of them failed \
+         (above) or none was made; exit status {NO_VALID_CANDIDATE}",
+        empty.len(),
+        rows.len(),
+        listed.join("; "),
+        if empty.len() > listed.len() {
+            "; …"
+        } else {
+            ""
+        }
+    );
+    ExitCode::from(NO_VALID_CANDIDATE)
 }
 
 /// The device the session targets: `--device`, else the CPU or the first GPU, as the spec says.

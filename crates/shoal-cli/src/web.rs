@@ -81,7 +81,9 @@ pub async fn serve(args: ServeArgs, db: &Path) -> anyhow::Result<ExitCode> {
     let app = Router::new()
         .route("/", get(sessions))
         .route("/session/{id}", get(session))
+        .route("/session/{id}/{file}", get(download))
         .route("/fleet", get(fleet))
+        .route("/metrics", get(metrics))
         .with_state(web);
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -263,7 +265,7 @@ async fn session(
         };
         let (progress, _) = progress(&*web.store, info.id).await?;
         let results = web.store.final_results(info.id).await?;
-        let failures = shoal_export::failures_by_kind(&results);
+        let failures = shoal_export::failures::failure_groups(&results);
         let rows =
             shoal_actors::exporter::tuned_rows_of(&*web.store, &web.backends, &info, &results)
                 .await?;
@@ -290,6 +292,110 @@ async fn session(
         ),
         Err(e) => failure(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e:#}")),
     }
+}
+
+/// `/metrics`: what `--metrics-addr` of `tune` and `worker` serves, for the store this
+/// dashboard reads: the jobs per state of the newest sessions and the store's outages, in the
+/// OpenMetrics text format, HELP and TYPE on every metric.
+async fn metrics(State(web): State<Arc<Web>>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Some(r) = refusal(&web, &headers, &uri) {
+        return r;
+    }
+    crate::metrics_endpoint::refresh_from_store(
+        &*web.store,
+        &crate::metrics_endpoint::Counted::Newest,
+    )
+    .await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        shoal_metrics::metrics().render(),
+    )
+        .into_response()
+}
+
+/// The files a session page offers: what `shoal export` writes (`tuned.csv`, `tuned.json`), and
+/// every candidate's time as T4 spaces, one per shape, in one JSON list (`t4.json`).
+pub const DOWNLOADS: [&str; 3] = ["tuned.csv", "tuned.json", "t4.json"];
+
+/// `/session/{id}/{file}`: one of [`DOWNLOADS`], as an attachment.
+async fn download(
+    State(web): State<Arc<Web>>,
+    UrlPath((id, file)): UrlPath<(i64, String)>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    if let Some(r) = refusal(&web, &headers, &uri) {
+        return r;
+    }
+    if !DOWNLOADS.contains(&file.as_str()) {
+        return failure(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "no file `{file}`: a session offers {}",
+                DOWNLOADS.join(", ")
+            ),
+        );
+    }
+    let result = async {
+        let Some(info) = web.store.session(SessionId(id)).await? else {
+            return Ok(None);
+        };
+        let results = web.store.final_results(info.id).await?;
+        let body = if file == "t4.json" {
+            let device = format!("{} ({} units)", info.info.arch, info.info.num_cu);
+            let spaces: Vec<serde_json::Value> = shoal_export::t4::spaces(&results, &device)
+                .into_iter()
+                .map(|s| s.json)
+                .collect();
+            serde_json::to_vec_pretty(&spaces)?
+        } else {
+            let (_, csv, json) =
+                shoal_actors::exporter::tuned_files_of(&*web.store, &web.backends, &info, &results)
+                    .await?;
+            if file == "tuned.csv" {
+                csv
+            } else {
+                json
+            }
+        };
+        anyhow::Ok(Some(body))
+    };
+    let body = match reading(result).await {
+        Ok(Ok(Some(body))) => body,
+        Ok(Ok(None)) => {
+            return failure(
+                StatusCode::NOT_FOUND,
+                &format!("session {id} is not in the store"),
+            )
+        }
+        Ok(Err(e)) => return failure(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e:#}")),
+        Err(page) => return page,
+    };
+    let kind = if file.ends_with(".csv") {
+        "text/csv; charset=utf-8"
+    } else {
+        "application/json"
+    };
+    // The file name is one of DOWNLOADS, never the request's own text.
+    let name = DOWNLOADS
+        .iter()
+        .find(|d| **d == file)
+        .copied()
+        .unwrap_or("download");
+    (
+        [
+            (header::CONTENT_TYPE, kind.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"session-{id}-{name}\""),
+            ),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// Every candidate of `row`'s problem, for its chart.

@@ -5,6 +5,7 @@
 //! the decisions about what "best" means and what the columns are live here, once.
 
 pub mod compare;
+pub mod failures;
 pub mod files;
 pub mod t4;
 

@@ -80,19 +80,8 @@ pub fn candidate_times(t: &ShapeTimes) -> String {
             (y(rlo) - y(rhi)).max(1.0)
         );
     }
-    // Axes: the fastest and slowest times, and a middle tick.
-    let mid = (lo * hi).sqrt();
-    for (us, label) in [(lo, lo), (mid, mid), (hi, hi)] {
-        let _ = write!(
-            svg,
-            "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#e3e6eb\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{label:.1} µs</text>",
-            W - RIGHT,
-            LEFT - 6.0,
-            y(us) + 4.0,
-            yy = y(us),
-        );
-    }
+    // Axes: the fastest and slowest times, and a middle tick, none over another.
+    crate::plots::time_ticks(&mut svg, lo, hi, &y, W - RIGHT);
     let _ = write!(
         svg,
         "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">{n} valid candidates, fastest first{}</text>",

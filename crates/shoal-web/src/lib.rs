@@ -14,8 +14,8 @@
 //! - [`fleet_page`]: the workers, their devices and health.
 
 pub mod chart;
+pub mod plots;
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use shoal_export::TunedRow;
@@ -52,8 +52,20 @@ svg{background:#fff;border:1px solid #e3e6eb}";
 
 /// A whole page: header with the navigation, then `body`.
 pub fn page(title: &str, body: &str) -> String {
+    page_refreshing(title, body, None)
+}
+
+/// How often a page of work in progress reloads itself, in seconds.
+pub const REFRESH_S: u32 = 5;
+
+/// [`page`], reloading itself every `refresh_s` seconds when given (a `<meta http-equiv=
+/// "refresh">`: the dashboard has no JavaScript).
+pub fn page_refreshing(title: &str, body: &str, refresh_s: Option<u32>) -> String {
+    let refresh = refresh_s.map_or(String::new(), |s| {
+        format!("<meta http-equiv=\"refresh\" content=\"{s}\">")
+    });
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}\
          <title>{t} · Shoal</title><style>{STYLE}</style></head><body>\
          <header><strong>Shoal</strong><a href=\"/\">Sessions</a><a href=\"/fleet\">Fleet</a></header>\
          <main><h1>{t}</h1>{body}</main></body></html>\n",
@@ -80,7 +92,8 @@ fn progress_bar(p: &Progress) -> String {
 fn rate_and_eta(p: &Progress) -> (String, String) {
     let rate = p.per_s.map_or("-".into(), |r| format!("{r:.2}/s"));
     let eta = if p.done == p.total {
-        "done".into()
+        p.finished_in_s
+            .map_or("done".into(), |s| format!("done in {}", human_duration(s)))
     } else {
         p.eta_s.map_or("-".into(), human_duration)
     };
@@ -121,19 +134,73 @@ pub fn sessions_page(sessions: &[SessionSummary]) -> String {
         );
     }
     body.push_str("</table>");
-    page("Sessions", &body)
+    let running = sessions.iter().any(|s| s.progress.done < s.progress.total);
+    page_refreshing("Sessions", &body, running.then_some(REFRESH_S))
 }
 
 /// What the session page shows.
 pub struct SessionView<'a> {
     pub session: &'a Session,
     pub progress: &'a Progress,
-    /// Kind → (count, one message).
-    pub failures: &'a BTreeMap<String, (u64, Option<String>)>,
+    /// Failed candidates grouped by kind and error ([`shoal_export::failures`]).
+    pub failures: &'a [shoal_export::failures::FailureGroup],
     pub rows: &'a [TunedRow],
     /// The shape whose candidates are charted (an index into `rows`), with every valid
     /// candidate's time and the winner's timed runs.
     pub chart: Option<(usize, chart::ShapeTimes)>,
+}
+
+/// How many failed candidates of a group the session page lists (`shoal failures` lists all).
+const FAILED_LISTED: usize = 10;
+
+/// The failed candidates, one block per group: kind, count and the error line; the tool's own
+/// first lines of output; the candidates' shapes and parameters.
+fn failures_section(
+    body: &mut String,
+    groups: &[shoal_export::failures::FailureGroup],
+    session: impl std::fmt::Display,
+) {
+    if groups.is_empty() {
+        body.push_str("<p id=\"failures\">None.</p>");
+        return;
+    }
+    body.push_str("<div id=\"failures\">");
+    for g in groups {
+        let _ = write!(
+            body,
+            "<div class=\"failure\" data-kind=\"{k}\"><p><span class=\"bad\">{k}</span> × \
+             <span class=\"num\">{n}</span>: <code class=\"error\">{e}</code></p>\
+             <pre class=\"output\">{out}</pre><table class=\"failed\"><tr><th>Shape</th>\
+             <th>Parameters</th><th>Job</th></tr>",
+            k = esc(&g.kind),
+            n = g.count(),
+            e = esc(&g.error),
+            out = esc(&std::iter::once(g.headline.as_str())
+                .chain(g.output.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")),
+        );
+        for c in g.candidates.iter().take(FAILED_LISTED) {
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td><code>{}</code></td><td class=\"num\">{}</td></tr>",
+                esc(&c.shape),
+                esc(&c.params),
+                c.job
+            );
+        }
+        body.push_str("</table>");
+        if g.count() > FAILED_LISTED {
+            let _ = write!(
+                body,
+                "<p class=\"muted\">… and {} more: <code>shoal failures --session {session}</code> \
+                 lists them all.</p>",
+                g.count() - FAILED_LISTED
+            );
+        }
+        body.push_str("</div>");
+    }
+    body.push_str("</div>");
 }
 
 /// `/session/{id}`.
@@ -157,21 +224,15 @@ pub fn session_page(v: &SessionView<'_>) -> String {
         pct = v.progress.percent(),
     );
 
-    body.push_str("<h2>Failures by kind</h2>");
-    if v.failures.is_empty() {
-        body.push_str("<p id=\"failures\">None.</p>");
-    } else {
-        body.push_str("<table id=\"failures\"><tr><th>Kind</th><th>Jobs</th><th>Example</th></tr>");
-        for (kind, (n, example)) in v.failures {
-            let _ = write!(
-                body,
-                "<tr class=\"failure\" data-kind=\"{k}\"><td class=\"bad\">{k}</td><td class=\"num\">{n}</td><td><code>{e}</code></td></tr>",
-                k = esc(kind),
-                e = esc(&shoal_export::one_line(example.as_deref().unwrap_or(""), 160)),
-            );
-        }
-        body.push_str("</table>");
-    }
+    let _ = write!(
+        body,
+        "<p id=\"downloads\">Download: <a href=\"/session/{id}/tuned.csv\">tuned.csv</a> · \
+         <a href=\"/session/{id}/tuned.json\">tuned.json</a> (winners per shape, as \
+         <code>shoal export</code> writes them) · <a href=\"/session/{id}/t4.json\">t4.json</a> \
+         (every candidate's time, one T4 space per shape)</p>"
+    );
+    body.push_str("<h2>Failures</h2>");
+    failures_section(&mut body, v.failures, id);
 
     body.push_str("<h2>Winners per shape</h2>");
     body.push_str(
@@ -211,13 +272,22 @@ pub fn session_page(v: &SessionView<'_>) -> String {
         if let Some(r) = v.rows.get(*i) {
             let _ = write!(
                 body,
-                "<h2 id=\"chart\">Every candidate of {}</h2>{}",
-                esc(&r.shape.to_string()),
-                chart::candidate_times(times)
+                "<h2 id=\"chart\">Every candidate of {shape}</h2>{}\
+                 <h2 id=\"history\">Best so far on {shape}</h2>{}\
+                 <h2 id=\"effects\">Each parameter's effect on {shape}</h2>{}",
+                chart::candidate_times(times),
+                plots::best_so_far(times),
+                plots::parameter_effects(times),
+                shape = esc(&r.shape.to_string()),
             );
         }
     }
-    page(&format!("Session {id}"), &body)
+    let running = v.progress.done < v.progress.total;
+    page_refreshing(
+        &format!("Session {id}"),
+        &body,
+        running.then_some(REFRESH_S),
+    )
 }
 
 /// `/fleet`.

@@ -44,11 +44,19 @@ fn sessions_show_progress_and_escape_what_users_wrote() {
 
 #[test]
 fn a_session_shows_failures_winners_and_the_chart_of_one_shape() {
-    let mut failures = BTreeMap::new();
-    failures.insert(
-        "crashed".to_string(),
-        (2, Some("SIGSEGV <core>".to_string())),
-    );
+    let failures = vec![shoal_export::failures::FailureGroup {
+        kind: "build_failed".into(),
+        error: "kernel.c:3:1: error: expected ';' before '<' token".into(),
+        headline: "build exited with code 1; stderr:".into(),
+        output: vec!["kernel.c:3:1: error: expected ';' before '<' token".into()],
+        candidates: (0..12)
+            .map(|i| shoal_export::failures::FailedCandidate {
+                job: i,
+                shape: "M=64".into(),
+                params: format!("BM={}", 16 << i),
+            })
+            .collect(),
+    }];
     let row = TunedRow {
         arch: "x86_64".into(),
         num_cu: 2,
@@ -85,7 +93,43 @@ fn a_session_shows_failures_winners_and_the_chart_of_one_shape() {
         rows: &[row],
         chart: Some((0, times)),
     });
-    assert!(html.contains("SIGSEGV &lt;core&gt;"), "{html}");
+    assert!(
+        html.contains(
+            "<code class=\"error\">kernel.c:3:1: error: expected &#39;;&#39; before &#39;&lt;&#39; \
+             token</code>"
+        ),
+        "{html}"
+    );
+    assert!(
+        html.contains("build exited with code 1; stderr:\nkernel.c:3:1"),
+        "{html}"
+    );
+    assert!(html.contains("<code>BM=16</code>"), "{html}");
+    assert_eq!(
+        html.matches("<td><code>BM=").count(),
+        10,
+        "ten listed: {html}"
+    );
+    assert!(html.contains("… and 2 more"), "{html}");
+    // Finished: no reload; the three downloads are offered.
+    assert!(!html.contains("http-equiv=\"refresh\""), "{html}");
+    for file in ["tuned.csv", "tuned.json", "t4.json"] {
+        assert!(
+            html.contains(&format!("href=\"/session/1/{file}\"")),
+            "{html}"
+        );
+    }
+    let running = session_page(&SessionView {
+        session: &session(1),
+        progress: &Progress::new(2, 5, &[], 0),
+        failures: &[],
+        rows: &[],
+        chart: None,
+    });
+    assert!(
+        running.contains("<meta http-equiv=\"refresh\" content=\"5\">"),
+        "a running session reloads itself: {running}"
+    );
     assert!(html.contains("class=\"tie\""), "{html}");
     assert_eq!(
         html.matches("<circle class=\"winner\"").count(),
@@ -98,6 +142,11 @@ fn a_session_shows_failures_winners_and_the_chart_of_one_shape() {
         "{html}"
     );
     assert!(html.contains("<rect class=\"spread\""), "{html}");
+    assert!(html.contains("<svg id=\"best-so-far\""), "{html}");
+    assert!(
+        html.contains("<svg class=\"effect\" data-param=\"BM\""),
+        "{html}"
+    );
     assert!(html.contains("(2 failed, not drawn)"), "{html}");
     assert!(html.contains(">done<") || html.contains("done ("), "{html}");
 }

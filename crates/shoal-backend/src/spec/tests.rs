@@ -200,6 +200,22 @@ fn syntax_error_names_line_and_column() {
     let bad = BASE.replace("timeout_s = 30", "timeout_s = = 30");
     let e = err_of(&bad);
     assert!(e.starts_with("spec.toml:13:13: TOML syntax: "), "{e}");
+    // The line is shown, with the two before it and a caret under the column.
+    assert!(
+        e.contains("\n  13 | timeout_s = = 30\n     |             ^"),
+        "{e}"
+    );
+    assert!(e.contains("\n  11 | "), "{e}");
+}
+
+#[test]
+fn an_unclosed_array_shows_the_lines_that_opened_it() {
+    let bad = BASE.replace("timeout_s = 30", "timeout_s = [30,");
+    let e = err_of(&bad);
+    assert!(
+        e.contains("timeout_s = [30,"),
+        "the opening line is shown: {e}"
+    );
 }
 
 #[test]

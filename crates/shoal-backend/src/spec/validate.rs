@@ -70,13 +70,40 @@ fn toml_error(path: &Path, text: &str, e: toml::de::Error, label: &str) -> SpecE
         }
         None => (None, None),
     };
+    let snippet = match (line, column) {
+        (Some(l), Some(c)) => snippet(text, l, c),
+        _ => String::new(),
+    };
     SpecError {
         file: path.to_path_buf(),
         line,
         column,
         field: None,
-        message: format!("{label}{message}"),
+        message: format!("{label}{message}{snippet}"),
     }
+}
+
+/// The lines around a syntax error, numbered, with a caret under its column: the line the
+/// parser stopped on and the two before it, since an unclosed string, array or table is only
+/// noticed on a later line than the one that opened it.
+fn snippet(text: &str, line: usize, column: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    if line == 0 || line > lines.len().max(1) {
+        return String::new();
+    }
+    let first = line.saturating_sub(2).max(1);
+    let width = line.to_string().len();
+    let mut out = String::new();
+    for n in first..=line {
+        let l = lines.get(n - 1).copied().unwrap_or("");
+        out.push_str(&format!("\n  {n:>width$} | {l}"));
+    }
+    out.push_str(&format!(
+        "\n  {:>width$} | {}^",
+        "",
+        " ".repeat(column.saturating_sub(1))
+    ));
+    out
 }
 
 pub(super) fn check_name(
