@@ -174,14 +174,22 @@ fn the_ci_gate_keeps_writes_back_and_refuses_as_it_should() {
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let last = stdout.lines().last().unwrap_or("").to_string();
-        (out.status.code(), last, stdout + &String::from_utf8_lossy(&out.stderr))
+        (
+            out.status.code(),
+            last,
+            stdout + &String::from_utf8_lossy(&out.stderr),
+        )
     };
     let table = d.join("table/tuned.json");
-    let read = || -> Value { serde_json::from_str(&std::fs::read_to_string(&table).unwrap()).unwrap() };
+    let read =
+        || -> Value { serde_json::from_str(&std::fs::read_to_string(&table).unwrap()).unwrap() };
 
     let (code, last, all) = gate("w1");
     assert_eq!(code, Some(0), "{all}");
-    assert!(last.starts_with("tune-gate: improved: first table"), "{all}");
+    assert!(
+        last.starts_with("tune-gate: improved: first table"),
+        "{all}"
+    );
     assert!(d.join("table/tuned.csv").is_file());
     let first = std::fs::read(&table).unwrap();
 
@@ -189,8 +197,18 @@ fn the_ci_gate_keeps_writes_back_and_refuses_as_it_should() {
     assert_eq!(code, Some(0), "{all}");
     assert!(last.starts_with("tune-gate: kept"), "{all}");
     assert!(all.contains("== diff of tuned.csv"), "{all}");
-    assert_eq!(std::fs::read(&table).unwrap(), first, "a kept table is not rewritten");
-    for f in ["before/tuned.json", "new/tuned.json", "kept/tuned.json", "compare.txt", "tune.db"] {
+    assert_eq!(
+        std::fs::read(&table).unwrap(),
+        first,
+        "a kept table is not rewritten"
+    );
+    for f in [
+        "before/tuned.json",
+        "new/tuned.json",
+        "kept/tuned.json",
+        "compare.txt",
+        "tune.db",
+    ] {
         assert!(d.join("w2").join(f).exists(), "{f} for the artifacts");
     }
 
@@ -216,6 +234,12 @@ fn the_ci_gate_keeps_writes_back_and_refuses_as_it_should() {
     scale(4.0);
     let (code, last, all) = gate("w4");
     assert_eq!(code, Some(0), "{all}");
-    assert!(last.starts_with("tune-gate: improved: 1 shapes faster"), "{all}");
-    assert_eq!(winners(&read())[0]["us"], winners(&serde_json::from_slice(&first).unwrap())[0]["us"]);
+    assert!(
+        last.starts_with("tune-gate: improved: 1 shapes faster"),
+        "{all}"
+    );
+    assert_eq!(
+        winners(&read())[0]["us"],
+        winners(&serde_json::from_slice(&first).unwrap())[0]["us"]
+    );
 }

@@ -212,10 +212,17 @@ fn syntax_error_names_line_and_column() {
 fn an_unclosed_array_shows_the_lines_that_opened_it() {
     let bad = BASE.replace("timeout_s = 30", "timeout_s = [30,");
     let e = err_of(&bad);
+    // At the line that opened the array (13), not where the parser stopped (16).
+    assert!(e.starts_with("spec.toml:13:13: TOML syntax: "), "{e}");
     assert!(
-        e.contains("timeout_s = [30,"),
-        "the opening line is shown: {e}"
+        e.contains("the array opened here is not closed; the parser stopped at line 16"),
+        "{e}"
     );
+    assert!(
+        e.contains("\n  13 | timeout_s = [30,\n     |             ^"),
+        "{e}"
+    );
+    assert!(e.contains("\n  16 | command = "), "{e}");
 }
 
 #[test]

@@ -63,46 +63,151 @@ fn toml_error(path: &Path, text: &str, e: toml::de::Error, label: &str) -> SpecE
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join("; ");
-    let (line, column) = match e.span() {
-        Some(span) => {
-            let (l, c) = super::line_col(text, span.start);
-            (Some(l), Some(c))
+    let offset = e.span().map(|s| s.start);
+    // An array or inline table left open is noticed only where the parser gives up, lines
+    // later: point at the line that opened it, and show everything in between.
+    let opener = offset.and_then(|o| unclosed_bracket(text, o));
+    let (line, column, message) = match (offset, opener) {
+        (Some(o), Some(open)) => {
+            let (l, c) = super::line_col(text, open);
+            let (at, _) = super::line_col(text, o);
+            let what = if text[open..].starts_with('{') {
+                "inline table"
+            } else {
+                "array"
+            };
+            let message = format!(
+                "{message} (the {what} opened here is not closed; the parser stopped at line {at})"
+            );
+            (Some(l), Some(c), message + &snippet(text, l, at, l, c))
         }
-        None => (None, None),
-    };
-    let snippet = match (line, column) {
-        (Some(l), Some(c)) => snippet(text, l, c),
-        _ => String::new(),
+        (Some(o), None) => {
+            let (l, c) = super::line_col(text, o);
+            let shown = snippet_before(text, l, c);
+            (Some(l), Some(c), message + &shown)
+        }
+        _ => (None, None, message),
     };
     SpecError {
         file: path.to_path_buf(),
         line,
         column,
         field: None,
-        message: format!("{label}{message}{snippet}"),
+        message: format!("{label}{message}"),
     }
 }
 
-/// The lines around a syntax error, numbered, with a caret under its column: the line the
-/// parser stopped on and the two before it, since an unclosed string, array or table is only
-/// noticed on a later line than the one that opened it.
-fn snippet(text: &str, line: usize, column: usize) -> String {
+/// The offset of the last `[` or `{` still open at `offset`, outside strings, comments and
+/// table headers: where an array or inline table that the parser found unterminated began.
+fn unclosed_bracket(text: &str, offset: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let end = offset.min(bytes.len());
+    let mut open: Vec<usize> = Vec::new();
+    let mut i = 0;
+    let mut line_start = true;
+    while i < end {
+        let c = bytes[i];
+        match c {
+            b'\n' => {
+                line_start = true;
+                i += 1;
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => {
+                i += 1;
+                continue;
+            }
+            b'#' => {
+                while i < end && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' | b'\'' => i = after_string(bytes, i, end),
+            b'[' if line_start && open.is_empty() => {
+                // A table header, `[run]` or `[[shapes]]`: to the end of its line.
+                while i < end && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'[' | b'{' => {
+                open.push(i);
+                i += 1;
+            }
+            b']' | b'}' => {
+                open.pop();
+                i += 1;
+            }
+            _ => i += 1,
+        }
+        line_start = false;
+    }
+    open.last().copied()
+}
+
+/// Where the string starting with the quote at `start` ends (just past its closing quote, or
+/// at the end of its line when a one-line string is not closed).
+fn after_string(bytes: &[u8], start: usize, end: usize) -> usize {
+    let q = bytes[start];
+    let triple = bytes[start..].starts_with(&[q, q, q]);
+    let mut i = start + if triple { 3 } else { 1 };
+    while i < end {
+        if q == b'"' && bytes[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if !triple && bytes[i] == b'\n' {
+            return i;
+        }
+        if triple && bytes[i..].starts_with(&[q, q, q]) {
+            return i + 3;
+        }
+        if !triple && bytes[i] == q {
+            return i + 1;
+        }
+        i += 1;
+    }
+    end
+}
+
+/// The error's line and the two before it.
+fn snippet_before(text: &str, line: usize, column: usize) -> String {
+    snippet(text, line.saturating_sub(2).max(1), line, line, column)
+}
+
+/// Lines `first` to `last` of `text`, numbered (the last 8 when there are more, and line
+/// `first`), with a caret under `column` of line `at`.
+fn snippet(text: &str, first: usize, last: usize, at: usize, column: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
-    if line == 0 || line > lines.len().max(1) {
+    if first == 0 || first > lines.len().max(1) {
         return String::new();
     }
-    let first = line.saturating_sub(2).max(1);
-    let width = line.to_string().len();
+    let last = last.clamp(first, lines.len().max(first));
+    let width = last.to_string().len();
+    let line = |n: usize| {
+        let mut s = format!(
+            "\n  {n:>width$} | {}",
+            lines.get(n - 1).copied().unwrap_or("")
+        );
+        if n == at {
+            s.push_str(&format!(
+                "\n  {:>width$} | {}^",
+                "",
+                " ".repeat(column.saturating_sub(1))
+            ));
+        }
+        s
+    };
+    let from = first.max(last.saturating_sub(7));
     let mut out = String::new();
-    for n in first..=line {
-        let l = lines.get(n - 1).copied().unwrap_or("");
-        out.push_str(&format!("\n  {n:>width$} | {l}"));
+    if from > first {
+        out.push_str(&line(first));
+        out.push_str(&format!("\n  {:>width$} | …", ""));
     }
-    out.push_str(&format!(
-        "\n  {:>width$} | {}^",
-        "",
-        " ".repeat(column.saturating_sub(1))
-    ));
+    for n in from..=last {
+        out.push_str(&line(n));
+    }
     out
 }
 
