@@ -171,7 +171,10 @@ fn tune_embedded(dir: &Path, sandbox: &str) -> Vec<shoal_model::FinalResult> {
     let status = wait_bounded(&mut child, Duration::from_secs(120));
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(status.success(), "{err}");
+    // Unconfined, the probe finds what it looks for and fails every candidate on purpose, so
+    // the shape has no valid candidate: `tune` says so with exit status 3.
+    let expected = if sandbox == "on" { 0 } else { 3 };
+    assert_eq!(status.code(), Some(expected), "{err}");
     common::final_results(&db)
 }
 
