@@ -424,7 +424,12 @@ async fn evaluate(
                         run: &item.run_params,
                         artifact: &path,
                     };
-                    backend.evaluate(input, &ctx).await
+                    // Timing alone, the device held: what a progress estimate splits the
+                    // elapsed time by (the batch's busy time also counts the waits for the gate).
+                    let timing = std::time::Instant::now();
+                    let outcome = backend.evaluate(input, &ctx).await;
+                    shoal_metrics::metrics().timed(timing.elapsed());
+                    outcome
                 }
             },
         };

@@ -54,6 +54,8 @@ pub async fn run_session(
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("creating the work directory {}", work_dir.display()))?;
     let work_dir = work_dir.canonicalize()?;
+    let devices = crate::host::devices_limited(opts.max_gpus);
+    let cpu_only = devices.iter().all(|d| d.kind == shoal_gpu::DeviceKind::Cpu);
     let bus = MemoryBus::new(Namespace::new("shoal").expect("valid namespace"));
     let running = embedded::start(
         store.clone(),
@@ -65,7 +67,7 @@ pub async fn run_session(
             work_dir,
             compile_slots: opts.jobs,
             monitor_interval: Duration::from_secs(5),
-            devices: crate::host::devices_limited(opts.max_gpus),
+            devices,
             runner_program: crate::host::runner_program(),
             // One process, a local file: a store that fails for seconds (a full disk, a
             // read-only file) is not coming back by itself, so stop within half a minute.
@@ -77,19 +79,24 @@ pub async fn run_session(
         },
     )
     .await?;
-    let interrupted = watch_progress(&*store, session, stop).await?;
+    let interrupted = watch_progress(&*store, session, cpu_only, stop).await?;
     Ok((interrupted, running))
 }
 
 /// Shows progress until every job is final (false) or a stop is requested (true).
+///
+/// `timings_take_turns`: this process times candidates on the CPU, where timings never overlap
+/// a build, so the ETA adds the two steps' costs (`shoal_model::progress::estimate_eta`).
 pub async fn watch_progress(
     store: &dyn Store,
     session: SessionId,
+    timings_take_turns: bool,
     mut stop: Signal,
 ) -> anyhow::Result<bool> {
     let counts = crate::waiting::on_stderr(store.state_counts(session)).await?;
     let total: u64 = counts.values().sum();
     let (built_at_start, done_at_start) = built_and_done(&counts);
+    let busy_at_start = shoal_metrics::metrics().evaluator_busy_total();
     let bar = ProgressBar::new(total);
     // Not indicatif's own rate and ETA: they follow the bar's position alone, which early in a
     // run moves only as fast as the first builds allow (shoal_model::progress::estimate_eta).
@@ -127,6 +134,9 @@ pub async fn watch_progress(
             built_at_start,
             done,
             done_at_start,
+            timing_busy_s: timings_take_turns.then(|| {
+                (shoal_metrics::metrics().evaluator_busy_total() - busy_at_start).as_secs_f64()
+            }),
         });
         let eta = eta.map_or("ETA …".to_string(), |s| {
             format!("ETA {}", shoal_model::progress::human_duration(s))

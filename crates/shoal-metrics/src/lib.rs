@@ -67,6 +67,9 @@ pub struct Metrics {
     queue_messages: Family<QueueLabel, Gauge>,
     restarts: Family<ActorLabel, Counter>,
     busy_seconds: Family<DeviceLabel, FloatCounter>,
+    /// Every device's time spent timing with the device held, in nanoseconds ([`Metrics::timed`]):
+    /// what a progress estimate reads.
+    busy_total_ns: std::sync::atomic::AtomicU64,
     temperature: Family<DeviceLabel, FloatGauge>,
     utilization: Family<DeviceLabel, FloatGauge>,
     clock: Family<DeviceLabel, FloatGauge>,
@@ -100,6 +103,7 @@ impl Metrics {
             queue_messages: Family::default(),
             restarts: Family::default(),
             busy_seconds: Family::default(),
+            busy_total_ns: std::sync::atomic::AtomicU64::new(0),
             temperature: Family::default(),
             utilization: Family::default(),
             clock: Family::default(),
@@ -225,6 +229,23 @@ impl Metrics {
                 device: device.into(),
             })
             .inc_by(d.as_secs_f64());
+    }
+
+    /// One candidate timed in `d`, its device held (the Evaluator's waits for the device are
+    /// not in it): for [`Metrics::evaluator_busy_total`].
+    pub fn timed(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.busy_total_ns
+            .fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The time this process's Evaluators spent timing candidates with their device held,
+    /// every device together.
+    pub fn evaluator_busy_total(&self) -> Duration {
+        Duration::from_nanos(
+            self.busy_total_ns
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// What a probe read from a device; a reading the device did not give is left out.
