@@ -300,7 +300,7 @@ mod tests {
                 let n = slots.min(left);
                 left -= n;
                 // Uneven builds: the round lasts as long as its slowest.
-                now += build_s * if left % 3 == 0 { 1.5 } else { 1.0 };
+                now += build_s * if left.is_multiple_of(3) { 1.5 } else { 1.0 };
                 built += (n * per_build) as u64;
                 samples.push((now, built, done, busy));
             }
