@@ -48,7 +48,10 @@ th{background:#eef1f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .bar>div{height:12px;background:#2f7d4f}.live{color:#2f7d4f}.stale{color:#b5651d}\
 .stopped{color:#777}.bad{color:#b3261e;font-weight:600}.tie{color:#b5651d}\
 h1{font-size:20px}h2{font-size:16px;margin-top:24px}.muted{color:#666;font-size:13px}\
-svg{background:#fff;border:1px solid #e3e6eb}";
+svg{background:#fff;border:1px solid #e3e6eb}\
+td{overflow-wrap:anywhere}td.num,td a{white-space:nowrap;overflow-wrap:normal}\
+pre.output{white-space:pre-wrap;overflow-wrap:anywhere;background:#fff;border:1px solid #e3e6eb;\
+padding:6px 10px;font-size:13px;margin:4px 0}";
 
 /// A whole page: header with the navigation, then `body`.
 pub fn page(title: &str, body: &str) -> String {
