@@ -115,7 +115,12 @@ pub async fn tuned_rows_of(
     info: &shoal_model::Session,
     results: &[shoal_model::FinalResult],
 ) -> Result<Vec<TunedRow>, ActorError> {
-    Ok(tuned_files_of(store, backends, info, results).await?.0)
+    let spec = command_spec(store, backends, info).await?;
+    let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
+    Ok(shoal_export::tuned_rows(
+        &table_context(info, spec.as_deref(), &flops),
+        results,
+    ))
 }
 
 /// The tuned rows of a session, and the bytes of the `tuned.csv` and `tuned.json` that
@@ -126,23 +131,41 @@ pub async fn tuned_files_of(
     info: &shoal_model::Session,
     results: &[shoal_model::FinalResult],
 ) -> Result<(Vec<TunedRow>, Vec<u8>, Vec<u8>), ActorError> {
-    let spec = match info.info.backend {
-        shoal_model::Backend::Command => Some(backends.spec(store, info.id).await?),
-        _ => None,
-    };
+    let spec = command_spec(store, backends, info).await?;
     let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
-    let ctx = TableContext {
-        arch: &info.info.arch,
-        num_cu: info.info.num_cu,
-        shape_columns: spec.as_ref().map_or(&[][..], |s| &s.shape_columns[..]),
-        flops: &flops,
-    };
+    let ctx = table_context(info, spec.as_deref(), &flops);
     let rows = shoal_export::tuned_rows(&ctx, results);
     let (mut csv, mut json) = (Vec::new(), Vec::new());
     shoal_export::write_csv(&ctx, &rows, &mut csv)
         .and_then(|()| shoal_export::write_json(&rows, &mut json))
         .map_err(|e| ActorError::Other(format!("writing the tuned table: {e}")))?;
     Ok((rows, csv, json))
+}
+
+/// The spec of a command-backend session (its shape columns and FLOPs formula); `None` for
+/// the other backends.
+async fn command_spec(
+    store: &dyn Store,
+    backends: &SessionBackends,
+    info: &shoal_model::Session,
+) -> Result<Option<std::sync::Arc<shoal_backend::spec::TuningSpec>>, ActorError> {
+    Ok(match info.info.backend {
+        shoal_model::Backend::Command => Some(backends.spec(store, info.id).await?),
+        _ => None,
+    })
+}
+
+fn table_context<'a>(
+    info: &'a shoal_model::Session,
+    spec: Option<&'a shoal_backend::spec::TuningSpec>,
+    flops: &'a dyn Fn(&Params) -> Option<f64>,
+) -> TableContext<'a> {
+    TableContext {
+        arch: &info.info.arch,
+        num_cu: info.info.num_cu,
+        shape_columns: spec.map_or(&[][..], |s| &s.shape_columns[..]),
+        flops,
+    }
 }
 
 /// Where an export request's directory lands: under the exporter's own `root`, never elsewhere.

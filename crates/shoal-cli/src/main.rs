@@ -23,6 +23,7 @@ mod signals;
 mod status;
 mod store_open;
 mod tune;
+mod tune_args;
 mod tune_cluster;
 mod waiting;
 mod web;

@@ -351,32 +351,6 @@ pub fn failure_of(r: &FinalResult) -> Option<(String, Option<String>)> {
     }
 }
 
-/// A session's failed jobs ([`failure_of`]) counted by kind, each with the first message
-/// recorded for that kind (in job order, so the example is stable).
-pub fn failures_by_kind(
-    results: &[FinalResult],
-) -> std::collections::BTreeMap<String, (u64, Option<String>)> {
-    let mut kinds = std::collections::BTreeMap::<String, (u64, Option<String>)>::new();
-    for (kind, message) in results.iter().filter_map(failure_of) {
-        let entry = kinds.entry(kind).or_default();
-        entry.0 += 1;
-        if entry.1.is_none() {
-            entry.1 = message.filter(|m| !m.is_empty());
-        }
-    }
-    kinds
-}
-
-/// The first line of `text`, cut to `max` characters.
-pub fn one_line(text: &str, max: usize) -> String {
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let mut cut: String = line.chars().take(max).collect();
-    if line.chars().count() > max {
-        cut.push('…');
-    }
-    cut
-}
-
 /// How [`text_columns`] pads a cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Align {
