@@ -25,6 +25,7 @@ GRANT SELECT, CREATE ON `shoal`.`schema_version` TO 'shoal_scheduler'@'CLUSTER_N
 GRANT SELECT ON `shoal`.`session` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`config` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT, UPDATE ON `shoal`.`job` TO 'shoal_scheduler'@'CLUSTER_NET';
+GRANT SELECT, INSERT, UPDATE ON `shoal`.`label` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT INSERT ON `shoal`.`result` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`build` TO 'shoal_scheduler'@'CLUSTER_NET';
 GRANT SELECT, INSERT, DELETE ON `shoal`.`outbox` TO 'shoal_scheduler'@'CLUSTER_NET';
@@ -43,6 +44,7 @@ CREATE USER IF NOT EXISTS 'shoal_eval'@'CLUSTER_NET' IDENTIFIED BY 'EVAL_DB_PASS
 GRANT SELECT, CREATE ON `shoal`.`schema_version` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`session` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`job` TO 'shoal_eval'@'CLUSTER_NET';
+GRANT SELECT ON `shoal`.`label` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`artifact` TO 'shoal_eval'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`worker` TO 'shoal_eval'@'CLUSTER_NET';
 
@@ -51,6 +53,7 @@ CREATE USER IF NOT EXISTS 'shoal_exporter'@'CLUSTER_NET' IDENTIFIED BY 'EXPORTER
 GRANT SELECT, CREATE ON `shoal`.`schema_version` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`session` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`job` TO 'shoal_exporter'@'CLUSTER_NET';
+GRANT SELECT ON `shoal`.`label` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`config` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`solver` TO 'shoal_exporter'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`result` TO 'shoal_exporter'@'CLUSTER_NET';
@@ -66,6 +69,7 @@ GRANT SELECT, INSERT, UPDATE ON `shoal`.`solver` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE ON `shoal`.`applicability` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT, INSERT, UPDATE (id, session_id, config_id, solver_id, compile_step, eval_step, identity_hash, compile_params, run_params, build_key, state, created_ms, updated_ms) ON `shoal`.`job` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`result` TO 'shoal_cli'@'CLUSTER_NET';
+GRANT SELECT ON `shoal`.`label` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`artifact` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`worker` TO 'shoal_cli'@'CLUSTER_NET';
 GRANT SELECT ON `shoal`.`db_import` TO 'shoal_cli'@'CLUSTER_NET';

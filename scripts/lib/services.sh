@@ -389,9 +389,11 @@ shoal_role_db_grants() {
         # Operators' commands (shoal tune --cluster: find/create the session, upsert configs,
         # tags and the solver, insert jobs), each recorded once in command; the files shipped
         # with a spec (stored in parts, read back to check, forgotten when they do not hash).
+        # Labels: the strings job and result rows name by id, written before the rows (an
+        # upsert that leaves an existing one alone) and read with them.
         printf '%s\n' "SELECT, INSERT${t}session" "SELECT, INSERT, UPDATE${t}config" \
             "SELECT, INSERT, UPDATE${t}config_tag" "SELECT, INSERT, UPDATE${t}solver" \
-            "SELECT, INSERT, UPDATE${t}job" \
+            "SELECT, INSERT, UPDATE${t}job" "SELECT, INSERT, UPDATE${t}label" \
             "INSERT${t}result" "SELECT, INSERT, UPDATE${t}build" "SELECT, INSERT, DELETE${t}outbox" \
             "SELECT, INSERT, UPDATE${t}worker" "SELECT, INSERT${t}command" \
             "SELECT, INSERT${t}session_cancel" "SELECT, INSERT, DELETE${t}shipped_file_part"
@@ -405,16 +407,17 @@ shoal_role_db_grants() {
             "SELECT (id, state, attempt)${t}job"
         ;;
     eval)
-        # session (backend; a shipped spec's files), job (is the attempt still current?), artifact
-        # (fetch).
-        printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}artifact" \
+        # session (backend; a shipped spec's files), job and its labels (is the attempt still
+        # current?), artifact (fetch).
+        printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}label" "SELECT${t}artifact" \
             "SELECT, INSERT, UPDATE${t}worker" "SELECT${t}shipped_file_part"
         ;;
     exporter)
         # session, final_results (job ⋈ config ⋈ solver ⟕ result); a MIOpen session's kernel
         # db from its jobs' artifacts.
-        printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}config" "SELECT${t}solver" \
-            "SELECT${t}result" "SELECT${t}artifact" "SELECT, INSERT, UPDATE${t}worker" \
+        printf '%s\n' "SELECT${t}session" "SELECT${t}job" "SELECT${t}label" "SELECT${t}config" \
+            "SELECT${t}solver" "SELECT${t}result" "SELECT${t}artifact" \
+            "SELECT, INSERT, UPDATE${t}worker" \
             "SELECT${t}shipped_file_part"
         ;;
     cli)
@@ -423,7 +426,7 @@ shoal_role_db_grants() {
         # (state_counts) and exports (final_results); status, sessions, workers, export read;
         # miopen imports and miopen report read the imported MIOpen databases.
         printf '%s\n' "SELECT${t}session" "SELECT${t}config" "SELECT${t}config_tag" \
-            "SELECT${t}solver" "SELECT${t}applicability" "SELECT${t}job" \
+            "SELECT${t}solver" "SELECT${t}applicability" "SELECT${t}job" "SELECT${t}label" \
             "SELECT${t}result" "SELECT${t}artifact" "SELECT${t}worker" "SELECT${t}session_cancel" \
             "SELECT${t}shipped_file_part" "SELECT${t}db_import" "SELECT${t}db_record"
         ;;

@@ -12,7 +12,8 @@ use shoal_model::{FailureKind, JobState, Measurement, Outcome, Transition};
 
 use crate::{BuildRecord, Result, StoreError};
 
-/// The columns `rows::job` of each store reads, in its order.
+/// The columns the SQLite store's `rows::job` reads, in its order (the MySQL store reads its
+/// own, with labels: `mysql::queries::job_row_columns!`).
 macro_rules! job_columns {
     () => {
         "id, session_id, config_id, solver_id, compile_step, eval_step, compile_params, \
@@ -127,10 +128,18 @@ pub(crate) struct OutcomeColumns {
     pub detail: Option<String>,
 }
 
+/// The `status` column of an outcome: [`STATUS_OK`] or the failure's kind.
+pub(crate) fn outcome_status(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Measured(_) => STATUS_OK,
+        Outcome::Failed { kind, .. } => kind.as_str(),
+    }
+}
+
 pub(crate) fn outcome_columns(outcome: &Outcome) -> Result<OutcomeColumns> {
     Ok(match outcome {
         Outcome::Measured(m) => OutcomeColumns {
-            status: STATUS_OK,
+            status: outcome_status(outcome),
             time_us: Some(m.time_us),
             samples: Some(to_json("result samples", &m.samples_us)?),
             workspace: Some(to_i64("result workspace", m.workspace)?),
@@ -140,8 +149,8 @@ pub(crate) fn outcome_columns(outcome: &Outcome) -> Result<OutcomeColumns> {
                 Some(to_json("result details", &m.details)?)
             },
         },
-        Outcome::Failed { kind, detail } => OutcomeColumns {
-            status: kind.as_str(),
+        Outcome::Failed { detail, .. } => OutcomeColumns {
+            status: outcome_status(outcome),
             time_us: None,
             samples: None,
             workspace: None,

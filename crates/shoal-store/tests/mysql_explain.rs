@@ -195,6 +195,10 @@ fn padded(mut values: Vec<Value>) -> Vec<Value> {
 
 const IN_VALUES: usize = 50;
 
+fn states(states: impl IntoIterator<Item = JobState>) -> Vec<Value> {
+    states.into_iter().map(|s| text(s.as_str())).collect()
+}
+
 fn in_flight() -> Vec<Value> {
     ["compile_queued", "compiling", "eval_queued", "evaluating"]
         .map(text)
@@ -220,6 +224,7 @@ async fn hot_queries_use_indexes() {
         "config_tag",
         "solver",
         "job",
+        "label",
         "result",
         "build",
         "artifact",
@@ -238,16 +243,28 @@ async fn hot_queries_use_indexes() {
             "jobs_in_state" => vec![int(s), text("compiled"), int(100)],
             "in_flight" => [vec![int(s)], in_flight()].concat(),
             "expired_leases" => [in_flight(), vec![int(1_000_500), int(100)]].concat(),
-            "state_counts" | "final_results" => vec![int(s)],
+            "state_counts" | "final_results" => {
+                [vec![int(s)], padded(states(JobState::ALL))].concat()
+            }
+            "finish_times" => [
+                vec![int(s), int(0)],
+                padded(states(queries::finished_states())),
+            ]
+            .concat(),
+            "labels" => padded(
+                (0..IN_VALUES)
+                    .map(|i| text(&format!("build-{i}")))
+                    .collect(),
+            ),
             "cas_lock" => padded(some_jobs.iter().map(|j| int(j.id.0)).collect()),
             "cas_update" => vec![
                 text("eval_queued"),
                 int(2),
                 int(0),
                 int(5),
+                int(0),
                 Value::NULL,
-                Value::NULL,
-                Value::NULL,
+                int(0),
                 Value::NULL,
                 int(7),
                 Value::NULL,

@@ -239,3 +239,308 @@ async fn migration_10_carries_jobs_results_and_the_outbox_into_the_lean_tables()
     assert_eq!(old_tables, Some(0));
     drop(conn);
 }
+
+/// A store at version 10, as a deployment has it: the files of 1 to 10 and migration 10's swap
+/// (on empty tables, so its copy has nothing to carry).
+async fn store_at_version_10(db: &ScratchDb) {
+    let mut conn = db.store().connection().await.unwrap();
+    for file in UP_TO_9 {
+        conn.query_drop(file).await.unwrap();
+    }
+    conn.query_drop(include_str!("../../../schemas/mysql/0010_lean_job.sql"))
+        .await
+        .unwrap();
+    for sql in [
+        "ALTER TABLE outbox DROP FOREIGN KEY outbox_job",
+        "RENAME TABLE job TO job_v9, job_lean TO job, result TO result_v9, result_lean TO result",
+        "DROP TABLE result_v9, job_v9",
+        "ALTER TABLE outbox ADD CONSTRAINT outbox_job_ref FOREIGN KEY (job_id) REFERENCES job (id)",
+        "CREATE TABLE schema_version (version INT UNSIGNED NOT NULL PRIMARY KEY, \
+         applied_ms BIGINT NOT NULL)",
+        "INSERT INTO schema_version VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), \
+         (7, 0), (8, 0), (9, 0), (10, 0)",
+    ] {
+        conn.query_drop(sql).await.unwrap();
+    }
+    assert_eq!(db.store().schema_version().await.unwrap(), 10);
+}
+
+/// Migration 11 (labels, compact rows) on a version-10 store holding an evaluated job with
+/// its result, an errored one with its failure, a queued one with a lease and a request owed,
+/// and a compact copy cut off half-way: every value comes back through the store as it was
+/// written, the identity still holds, and the outbox still refers to the jobs.
+#[tokio::test]
+async fn migration_11_carries_jobs_into_compact_rows_with_labels() {
+    use shoal_model::{FailureKind, JobId, JobState, Outcome};
+    let db = ScratchDb::new("shoal_t").await.unwrap();
+    store_at_version_10(&db).await;
+    let w = world(&db).await;
+    let mut conn = db.store().connection().await.unwrap();
+
+    // Jobs written as version 10 wrote them: text in every column, NULL for none.
+    let insert_v10 = "INSERT INTO job (session_id, config_id, solver_id, compile_step, eval_step, \
+         identity_hash, compile_params, run_params, build_key, state, attempt, \
+         lease_deadline_ms, worker, artifact, failure_kind, last_error, created_ms, updated_ms, \
+         compile_queued_ms, finished_ms) VALUES (?, ?, ?, ?, ?, \
+         UNHEX(LEFT(SHA2(CONCAT(?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?), 256), 32)), \
+         ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 5, 6, 5, ?)";
+    let mut ids = Vec::new();
+    #[allow(clippy::type_complexity)]
+    let rows: [(
+        &str,
+        &str,
+        u32,
+        Option<i64>,
+        Option<&str>,
+        Option<&str>,
+        Option<(&str, &str)>,
+        Option<i64>,
+    ); 3] = [
+        (
+            "1",
+            "evaluated",
+            2,
+            None,
+            Some("host-a/gpu0"),
+            Some("sha256:aa"),
+            None,
+            Some(7),
+        ),
+        (
+            "2",
+            "errored",
+            2,
+            None,
+            Some("host-b/gpu1"),
+            Some("sha256:bb"),
+            Some((FailureKind::WrongAnswer.as_str(), "mismatch at 3")),
+            Some(8),
+        ),
+        (
+            "3",
+            "compile_queued",
+            1,
+            Some(12_345),
+            None,
+            None,
+            None,
+            None,
+        ),
+    ];
+    for (tile, state, attempt, lease, worker, artifact, failure, finished) in rows {
+        let job = new_job(&w, tile, &format!("build-{tile}"));
+        let params: Vec<mysql_async::Value> = vec![
+            w.session.0.into(),
+            w.config.0.into(),
+            w.solver.0.into(),
+            job.compile_step.as_str().into(),
+            job.eval_step.as_str().into(),
+            w.config.0.into(),
+            w.solver.0.into(),
+            job.compile_step.as_str().into(),
+            job.eval_step.as_str().into(),
+            job.candidate_key().into(),
+            serde_json::to_string(&job.compile_params).unwrap().into(),
+            serde_json::to_string(&job.run_params).unwrap().into(),
+            job.build_key.clone().into(),
+            state.into(),
+            attempt.into(),
+            lease.into(),
+            worker.into(),
+            artifact.into(),
+            failure.map(|f| f.0).into(),
+            failure.map(|f| f.1).into(),
+            finished.into(),
+        ];
+        conn.exec_drop(insert_v10, params).await.unwrap();
+        let id: i64 = conn
+            .exec_first("SELECT LAST_INSERT_ID()", ())
+            .await
+            .unwrap()
+            .unwrap();
+        ids.push(id);
+    }
+    let (evaluated, errored, queued) = (ids[0], ids[1], ids[2]);
+    let insert_result = "INSERT INTO result (job_id, attempt, session_id, status, time_us, \
+         samples, workspace, detail, worker, device, created_ms) \
+         VALUES (?, 2, ?, ?, ?, ?, ?, ?, ?, 'H100', ?)";
+    conn.exec_drop(
+        insert_result,
+        (
+            evaluated,
+            w.session.0,
+            "ok",
+            Some(12.5),
+            Some("[12.5,13.0]"),
+            Some(4096),
+            None::<String>,
+            "host-a/gpu0",
+            7,
+        ),
+    )
+    .await
+    .unwrap();
+    conn.exec_drop(
+        insert_result,
+        (
+            errored,
+            w.session.0,
+            FailureKind::WrongAnswer.as_str(),
+            None::<f64>,
+            None::<String>,
+            None::<i64>,
+            Some("mismatch at 3"),
+            "host-b/gpu1",
+            8,
+        ),
+    )
+    .await
+    .unwrap();
+    conn.exec_drop(
+        "INSERT INTO outbox (job_id, job_attempt, owed_ms) VALUES (?, 1, 8)",
+        (queued,),
+    )
+    .await
+    .unwrap();
+
+    // A migration cut off after its file and part of a copy: a stale compact row and a label.
+    conn.query_drop(include_str!("../../../schemas/mysql/0011_compact_job.sql"))
+        .await
+        .unwrap();
+    conn.exec_drop("INSERT INTO label (text) VALUES ('stale')", ())
+        .await
+        .unwrap();
+    conn.exec_drop(
+        "INSERT INTO job_compact (id, session_id, config_id, solver_id, compile_step, eval_step, \
+         identity_hash, compile_params, run_params, build_key, state, created_ms, updated_ms) \
+         VALUES (999, ?, ?, ?, 1, 1, 'stale-hash-16byt', '', '', 1, 'new', 0, 0)",
+        (w.session.0, w.config.0, w.solver.0),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(db.migrate().await.unwrap(), SCHEMA_VERSION);
+    assert_eq!(
+        db.migrate().await.unwrap(),
+        SCHEMA_VERSION,
+        "a second run changes nothing"
+    );
+
+    let j = db.job(JobId(evaluated)).await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempt), (JobState::Evaluated, 2));
+    assert_eq!(j.compile_params.get("TILE"), Some("1"));
+    assert_eq!(j.build_key, "build-1");
+    assert_eq!(j.compile_step, shoal_model::Step::CommandBuild);
+    assert_eq!(j.worker.as_deref(), Some("host-a/gpu0"));
+    assert_eq!(j.artifact.as_deref(), Some("sha256:aa"));
+    assert_eq!((j.lease_deadline_ms, j.failure), (None, None));
+    let results = db.results(j.id).await.unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(
+        (
+            results[0].session,
+            results[0].attempt,
+            results[0].device.as_str(),
+            results[0].worker.as_str()
+        ),
+        (w.session, 2, "H100", "host-a/gpu0")
+    );
+    let e = db.job(JobId(errored)).await.unwrap().unwrap();
+    assert_eq!(e.failure, Some(FailureKind::WrongAnswer));
+    assert_eq!(e.last_error.as_deref(), Some("mismatch at 3"));
+    let q = db.job(JobId(queued)).await.unwrap().unwrap();
+    assert_eq!(
+        (q.state, q.lease_deadline_ms, q.worker.clone()),
+        (JobState::CompileQueued, Some(12_345), None)
+    );
+    assert!(
+        db.job(JobId(999)).await.unwrap().is_none(),
+        "stale copy dropped"
+    );
+
+    // Reads across the session: final results in job order, the failure's outcome, the
+    // finish times, the in-flight job and its lease.
+    let finals = db.final_results(w.session).await.unwrap();
+    assert_eq!(finals.iter().map(|f| f.job.0).collect::<Vec<_>>(), ids);
+    assert!(
+        matches!(&finals[1].outcome, Some(Outcome::Failed { kind: FailureKind::WrongAnswer, detail }) if detail == "mismatch at 3")
+    );
+    assert_eq!(finals[0].device.as_deref(), Some("H100"));
+    assert_eq!(db.finish_times(w.session, 0).await.unwrap(), [7, 8]);
+    let in_flight: Vec<i64> = db
+        .in_flight(w.session)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id.0)
+        .collect();
+    assert_eq!(in_flight, [queued]);
+    let expired: Vec<i64> = db
+        .expired_leases(20_000, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id.0)
+        .collect();
+    assert_eq!(expired, [queued]);
+
+    // The old rows' identity is the new rows' identity: the same jobs again add nothing.
+    let same = ["1", "2", "3"].map(|t| new_job(&w, t, &format!("build-{t}")));
+    assert_eq!(db.insert_jobs(&same).await.unwrap(), 0);
+
+    // The outbox row came through, and its foreign key now guards the new table.
+    let owed: Option<i64> = conn
+        .exec_first("SELECT job_id FROM outbox WHERE job_attempt = 1", ())
+        .await
+        .unwrap();
+    assert_eq!(owed, Some(queued));
+    let orphan = conn
+        .query_drop("INSERT INTO outbox (job_id, job_attempt, owed_ms) VALUES (123456, 0, 9)")
+        .await;
+    assert!(
+        orphan.is_err(),
+        "the outbox's foreign key refers to the new job table"
+    );
+    let old_tables: Option<i64> = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() \
+             AND table_name IN ('job_v10', 'result_v10', 'job_compact', 'result_compact')",
+            (),
+        )
+        .await
+        .unwrap();
+    assert_eq!(old_tables, Some(0));
+    // Each distinct string once: 2 steps, 3 build keys, 2 workers, 2 artifacts, a failure
+    // kind, `ok`, a device (and the stale label of the cut-off run).
+    let labels: Option<i64> = conn
+        .exec_first("SELECT COUNT(*) FROM label", ())
+        .await
+        .unwrap();
+    assert_eq!(labels, Some(13));
+    drop(conn);
+}
+
+/// Every state the model knows fits the `state` column (an ENUM since migration 11): a state
+/// added to the model without a migration would fail every write of it.
+#[tokio::test]
+async fn every_job_state_is_a_value_of_the_state_column() {
+    let db = ScratchDb::new("shoal_t").await.unwrap();
+    db.migrate().await.unwrap();
+    let mut conn = db.store().connection().await.unwrap();
+    let column: Option<String> = conn
+        .exec_first(
+            "SELECT column_type FROM information_schema.columns WHERE table_schema = DATABASE() \
+             AND table_name = 'job' AND column_name = 'state'",
+            (),
+        )
+        .await
+        .unwrap();
+    let column = column.unwrap();
+    for state in shoal_model::JobState::ALL {
+        assert!(
+            column.contains(&format!("'{}'", state.as_str())),
+            "{state:?} is not in {column}"
+        );
+    }
+    drop(conn);
+}

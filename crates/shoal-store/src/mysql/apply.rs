@@ -14,10 +14,11 @@ use mysql_async::{Conn, Transaction, Value};
 use shoal_model::message::JobRef;
 use shoal_model::{Job, JobState, Transition};
 
+use super::labels::{self, KnownLabels, LabelIds};
 use super::ops::{begin, finish, jobs, padded, Ctx, OpResult};
 use super::queries as q;
 use super::rows::{self, int, opt_int, opt_text, text};
-use crate::encoding::{build_columns, timestamps, RowWrite};
+use crate::encoding::{build_columns, outcome_status, timestamps, RowWrite};
 use crate::{Batch, BuildRecord, StoreError};
 
 /// The six per-state timestamp parameters of `CAS_UPDATE`: `now` in the column of the state
@@ -44,6 +45,7 @@ pub(crate) struct Plan {
 pub(crate) fn plan(
     batch: &Batch,
     current: &mut HashMap<i64, (JobState, u32)>,
+    labels: &LabelIds,
 ) -> crate::Result<Plan> {
     let mut plan = Plan::default();
     let mut waves: HashMap<i64, usize> = HashMap::new();
@@ -60,14 +62,15 @@ pub(crate) fn plan(
         plan.writes.push((i, *wave));
         *wave += 1;
         if let Some(r) = &change.result {
-            plan.results.push(rows::result_params(r)?);
+            plan.results.push(rows::result_params(r, labels)?);
         }
     }
     Ok(plan)
 }
 
-/// The SET parameters of a compare-and-set ([`q::CAS_SET_PARAMS`] of them).
-fn set_params(t: &Transition, now: i64) -> Vec<Value> {
+/// The SET parameters of a compare-and-set ([`q::CAS_SET_PARAMS`] of them), with the ids of
+/// the labels it names.
+fn set_params(t: &Transition, now: i64, labels: &LabelIds) -> crate::Result<Vec<Value>> {
     let (kind, error) = match &t.failure {
         Some((k, e)) => (Some(k.as_str()), Some(e.as_str())),
         None => (None, None),
@@ -78,14 +81,14 @@ fn set_params(t: &Transition, now: i64) -> Vec<Value> {
         int(t.next_attempt()),
         int(i64::from(t.count_retry)),
         opt_int(t.lease_deadline_ms),
-        opt_text(t.worker.as_deref()),
-        opt_text(t.artifact.as_deref()),
-        opt_text(kind),
+        labels.id_or(t.worker.as_deref(), int(0))?,
+        labels.id_or(t.artifact.as_deref(), Value::NULL)?,
+        labels.id_or(kind, int(0))?,
         opt_text(error),
         int(now),
     ]);
     params.extend(timestamp_params(t.to, now));
-    params
+    Ok(params)
 }
 
 /// Changes that may share one grouped update: the same compare-and-set pair and the same new
@@ -117,7 +120,7 @@ pub(crate) const MIN_GROUP: usize = 8;
 async fn write_updates(
     tx: &mut Transaction<'_>,
     ctx: Ctx,
-    batch: &Batch,
+    (batch, labels): (&Batch, &LabelIds),
     writes: &[(usize, usize)],
     now: i64,
 ) -> OpResult<u64> {
@@ -143,7 +146,7 @@ async fn write_updates(
             if members.len() < MIN_GROUP {
                 for &i in members {
                     let t = &batch.changes[i].transition;
-                    let mut params = set_params(t, now);
+                    let mut params = set_params(t, now, labels)?;
                     params.extend([int(t.job.0), text(t.from.as_str()), int(t.attempt)]);
                     singles.push(params);
                 }
@@ -151,7 +154,7 @@ async fn write_updates(
             }
             let first = &batch.changes[members[0]].transition;
             for chunk in members.chunks(q::MAX_IN) {
-                let mut params = set_params(first, now);
+                let mut params = set_params(first, now, labels)?;
                 params.extend([text(key.from.as_str()), int(key.attempt)]);
                 params.extend(padded(
                     chunk
@@ -186,20 +189,46 @@ fn build_params(b: &BuildRecord) -> Vec<Value> {
 pub(crate) async fn apply(
     mut conn: Conn,
     ctx: Ctx,
+    known: &KnownLabels,
     batch: &Batch,
     now: i64,
 ) -> OpResult<Vec<bool>> {
     let mut tx = begin(&mut conn).await?;
-    let r = apply_tx(&mut tx, ctx, batch, now).await;
-    finish(tx, r).await
+    let r = apply_tx(&mut tx, ctx, known, batch, now).await;
+    let (applied, labelled) = finish(tx, r).await?;
+    known.remember(labelled);
+    Ok(applied)
+}
+
+/// The texts of a batch that its rows name by label: each change's worker, artifact and
+/// failure kind, each result's status, worker and device.
+fn label_texts(batch: &Batch) -> Vec<&str> {
+    let mut texts = Vec::new();
+    for change in &batch.changes {
+        let t = &change.transition;
+        texts.extend(t.worker.as_deref());
+        texts.extend(t.artifact.as_deref());
+        texts.extend(t.failure.as_ref().map(|(kind, _)| kind.as_str()));
+        if let Some(r) = &change.result {
+            texts.extend([
+                outcome_status(&r.outcome),
+                r.worker.as_str(),
+                r.device.as_str(),
+            ]);
+        }
+    }
+    texts
 }
 
 async fn apply_tx(
     tx: &mut Transaction<'_>,
     ctx: Ctx,
+    known: &KnownLabels,
     batch: &Batch,
     now: i64,
-) -> OpResult<Vec<bool>> {
+) -> OpResult<(Vec<bool>, LabelIds)> {
+    // Labels first: every batch takes its locks in the same order, labels then jobs.
+    let labelled = labels::write(tx, ctx, known, label_texts(batch)).await?;
     // Ascending order: concurrent batches lock shared jobs in the same order.
     let ids: BTreeSet<i64> = batch.changes.iter().map(|c| c.transition.job.0).collect();
     let ids: Vec<i64> = ids.into_iter().collect();
@@ -212,9 +241,9 @@ async fn apply_tx(
             current.insert(id, (state, attempt));
         }
     }
-    let plan = plan(batch, &mut current)?;
+    let plan = plan(batch, &mut current, &labelled)?;
     let expected = plan.writes.len() as u64;
-    let updated = write_updates(tx, ctx, batch, &plan.writes, now).await?;
+    let updated = write_updates(tx, ctx, (batch, &labelled), &plan.writes, now).await?;
     if updated != expected {
         return Err(StoreError::Invalid(format!(
             "applying a batch: {expected} changes were to apply to locked jobs but {updated} \
@@ -236,7 +265,7 @@ async fn apply_tx(
         .map(|r| vec![int(r.job.0), int(r.attempt), int(now)])
         .collect();
     ctx.bulk(tx, q::OUTBOX_OWE, owed).await?;
-    Ok(plan.applied)
+    Ok((plan.applied, labelled))
 }
 
 /// Renews leases, in one transaction; returns how many jobs were renewed.
@@ -306,7 +335,7 @@ mod tests {
             ],
             builds: vec![],
         };
-        let plan = plan(&batch, &mut current).unwrap();
+        let plan = plan(&batch, &mut current, &LabelIds::default()).unwrap();
         assert_eq!(plan.applied, vec![true, true, false, false, true, false]);
         // Job 1's second change waits for its first (wave 1); job 2's is in wave 0.
         assert_eq!(plan.writes, vec![(0, 0), (1, 1), (4, 0)]);
@@ -317,12 +346,26 @@ mod tests {
     #[test]
     fn set_params_stamp_the_state_entered() {
         let t = Transition::new(JobId(1), CompileQueued, 1, Compiled).unwrap();
-        let p = set_params(&t, 7);
+        let none = LabelIds::default();
+        let p = set_params(&t, 7, &none).unwrap();
         assert_eq!(p.len(), q::CAS_SET_PARAMS);
+        // The six timestamps follow the 9 other values.
         assert_eq!(p[9..].iter().filter(|v| **v != Value::NULL).count(), 1);
         assert_eq!(p[11], int(7), "compiled_ms");
+        assert_eq!(
+            (&p[4], &p[5], &p[6]),
+            (&int(0), &Value::NULL, &int(0)),
+            "no labels"
+        );
         let retry = Transition::new(JobId(1), CompileQueued, 1, New).unwrap();
-        assert!(set_params(&retry, 7)[9..].iter().all(|v| *v == Value::NULL));
+        assert!(set_params(&retry, 7, &none).unwrap()[9..]
+            .iter()
+            .all(|v| *v == Value::NULL));
+        let named = t.with_worker("w");
+        assert!(
+            set_params(&named, 7, &none).is_err(),
+            "a worker without a label is an error, not none"
+        );
     }
 
     #[test]

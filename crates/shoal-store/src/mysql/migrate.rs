@@ -10,9 +10,10 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
-use super::migrate_lean;
+use super::carry::Rebuild;
 use super::queries as q;
 use super::OpError;
+use super::{migrate_compact, migrate_lean};
 use crate::StoreError;
 
 /// The migrations this build knows, in order: (version, SQL). Never edit a released one.
@@ -48,7 +49,14 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
         10,
         include_str!("../../../../schemas/mysql/0010_lean_job.sql"),
     ),
+    (
+        11,
+        include_str!("../../../../schemas/mysql/0011_compact_job.sql"),
+    ),
 ];
+
+/// The migrations whose file is followed by a rebuild of `job` and `result`.
+const REBUILDS: [&Rebuild; 2] = [&migrate_lean::REBUILD, &migrate_compact::REBUILD];
 
 /// How long `migrate` waits for another process's migration to finish, in seconds.
 const LOCK_WAIT_S: i64 = 120;
@@ -163,14 +171,18 @@ async fn migrate_locked(conn: &mut Conn, now: i64) -> Result<u32, OpError> {
         .into());
     }
     for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
-        let lean = version == migrate_lean::VERSION;
-        if !lean || migrate_lean::job_is_old(conn).await? {
+        let rebuild = REBUILDS.into_iter().find(|r| r.version == version);
+        let file_due = match rebuild {
+            Some(r) => r.job_is_old(conn).await?,
+            None => true,
+        };
+        if file_due {
             for statement in statements(sql) {
                 conn.query_drop(statement).await?;
             }
         }
-        if lean {
-            migrate_lean::carry_forward(conn).await?;
+        if let Some(r) = rebuild {
+            r.carry_forward(conn).await?;
         }
         conn.exec_drop(q::INSERT_SCHEMA_VERSION, (version, now))
             .await?;

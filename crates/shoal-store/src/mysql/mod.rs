@@ -34,8 +34,11 @@
 //! `migrate`; `sizing` checks at connect that InnoDB's buffer pool can hold the job table.
 
 mod apply;
+mod carry;
 mod db_import;
+mod labels;
 mod migrate;
+mod migrate_compact;
 mod migrate_lean;
 mod ops;
 mod presence;
@@ -261,6 +264,8 @@ pub struct MysqlStore {
     location: String,
     database: String,
     ctx: Ctx,
+    /// Texts known to be labels already (`labels`): shared by the store's connections.
+    labels: std::sync::Arc<labels::KnownLabels>,
 }
 
 impl std::fmt::Debug for MysqlStore {
@@ -316,6 +321,7 @@ impl MysqlStore {
             location,
             database,
             ctx: Ctx { bulk: false },
+            labels: Default::default(),
         };
         let deadline = tokio::time::Instant::now() + options.connect_wait;
         let mut pause = Duration::from_millis(100);

@@ -20,6 +20,7 @@ use shoal_model::{
     ResultRow, Session, SessionId, Solver, SolverId,
 };
 
+use super::labels::{self, KnownLabels, LabelIds};
 use super::queries as q;
 use super::rows::{self, get, int, text, to_json};
 use super::OpError;
@@ -106,6 +107,15 @@ pub(super) async fn finish<T>(tx: Transaction<'_>, result: OpResult<T>) -> OpRes
             Err(e)
         }
     }
+}
+
+/// Every state name, bound into `IN (…)`: `job_by_state` leads with the state, so a query over
+/// all of one session's jobs names them all.
+fn all_states() -> Vec<Value> {
+    JobState::ALL
+        .into_iter()
+        .map(|s| text(s.as_str()))
+        .collect()
 }
 
 /// The in-flight state names, bound into `IN (…)`; derived from the model so the store never
@@ -362,41 +372,59 @@ pub(crate) async fn applicable_solvers(
 pub(crate) async fn insert_jobs(
     mut conn: Conn,
     ctx: Ctx,
+    known: &KnownLabels,
     jobs: &[NewJob],
     now: i64,
 ) -> OpResult<u64> {
-    let mut params = Vec::with_capacity(jobs.len());
-    for j in jobs {
-        params.push(vec![
-            int(j.session.0),
-            int(j.config.0),
-            int(j.solver.0),
-            text(j.compile_step.as_str()),
-            text(j.eval_step.as_str()),
-            // The identity hash's inputs (see `q::INSERT_JOB`).
-            int(j.config.0),
-            int(j.solver.0),
-            text(j.compile_step.as_str()),
-            text(j.eval_step.as_str()),
-            text(&j.candidate_key()),
-            text(&to_json("compile params", &j.compile_params)?),
-            text(&to_json("run params", &j.run_params)?),
-            text(&j.build_key),
-            text(
-                if j.held {
-                    JobState::Held
-                } else {
-                    JobState::New
-                }
-                .as_str(),
-            ),
-            int(now),
-            int(now),
-        ]);
-    }
+    // The labels the rows name: two steps and a build key each.
+    let texts = jobs.iter().flat_map(|j| {
+        [
+            j.compile_step.as_str(),
+            j.eval_step.as_str(),
+            j.build_key.as_str(),
+        ]
+    });
     let mut tx = begin(&mut conn).await?;
-    let r = ctx.bulk(&mut tx, q::INSERT_JOB, params).await;
-    finish(tx, r).await
+    let r = async {
+        let labels = labels::write(&mut tx, ctx, known, texts).await?;
+        let params = jobs
+            .iter()
+            .map(|j| job_params(j, &labels, now))
+            .collect::<crate::Result<_>>()?;
+        Ok((ctx.bulk(&mut tx, q::INSERT_JOB, params).await?, labels))
+    }
+    .await;
+    let (inserted, labels) = finish(tx, r).await?;
+    known.remember(labels);
+    Ok(inserted)
+}
+
+/// The parameters of `q::INSERT_JOB` for one job, with the ids of its labels.
+fn job_params(j: &NewJob, labels: &LabelIds, now: i64) -> crate::Result<Vec<Value>> {
+    let state = if j.held {
+        JobState::Held
+    } else {
+        JobState::New
+    };
+    Ok(vec![
+        int(j.session.0),
+        int(j.config.0),
+        int(j.solver.0),
+        labels.id(j.compile_step.as_str())?,
+        labels.id(j.eval_step.as_str())?,
+        // The identity hash's inputs (see `q::INSERT_JOB`).
+        int(j.config.0),
+        int(j.solver.0),
+        text(j.compile_step.as_str()),
+        text(j.eval_step.as_str()),
+        text(&j.candidate_key()),
+        text(&to_json("compile params", &j.compile_params)?),
+        text(&to_json("run params", &j.run_params)?),
+        labels.id(&j.build_key)?,
+        text(state.as_str()),
+        int(now),
+        int(now),
+    ])
 }
 
 pub(crate) async fn job(mut conn: Conn, id: JobId) -> OpResult<Option<Job>> {
@@ -459,8 +487,23 @@ pub(crate) async fn state_counts(
     mut conn: Conn,
     session: SessionId,
 ) -> OpResult<BTreeMap<JobState, u64>> {
-    let pairs: Vec<(String, i64)> = conn.exec(q::STATE_COUNTS, (session.0,)).await?;
+    let mut params = vec![int(session.0)];
+    params.extend(padded(all_states()));
+    let pairs: Vec<(String, i64)> = conn
+        .exec(q::state_counts(JobState::ALL.len()), params)
+        .await?;
     Ok(decode_state_counts(pairs)?)
+}
+
+pub(crate) async fn finish_times(
+    mut conn: Conn,
+    session: SessionId,
+    since_ms: i64,
+) -> OpResult<Vec<i64>> {
+    let finished = q::finished_states();
+    let mut params = vec![int(session.0), int(since_ms)];
+    params.extend(padded(finished.iter().map(|s| text(s.as_str())).collect()));
+    Ok(conn.exec(q::finish_times(finished.len()), params).await?)
 }
 
 pub(crate) async fn builds(
@@ -540,11 +583,18 @@ pub(crate) async fn final_results(
     mut conn: Conn,
     session: SessionId,
 ) -> OpResult<Vec<FinalResult>> {
-    let rows: Vec<Row> = conn.exec(q::FINAL_RESULTS, (session.0,)).await?;
-    Ok(rows
+    let mut params = vec![int(session.0)];
+    params.extend(padded(all_states()));
+    let rows: Vec<Row> = conn
+        .exec(q::final_results(JobState::ALL.len()), params)
+        .await?;
+    let mut results = rows
         .into_iter()
         .map(rows::final_result)
-        .collect::<crate::Result<_>>()?)
+        .collect::<crate::Result<Vec<_>>>()?;
+    // The index gives them state by state.
+    results.sort_by_key(|r| r.job);
+    Ok(results)
 }
 
 #[cfg(test)]

@@ -16,7 +16,33 @@
 //! The column lists that several queries share are macros (in `crate::encoding`, shared with
 //! the other store), not constants, because `concat!` only accepts literals.
 
-// `job_columns!` and `session_columns!` come from `crate::encoding`, shared by both stores.
+use shoal_model::JobState;
+
+// `session_columns!` comes from `crate::encoding`, shared by both stores. The job columns are
+// this store's own ([`job_row_columns!`]): its rows hold label ids where the SQLite store holds text.
+
+/// The columns `rows::job` reads, in its order, from `job j` and the labels [`job_labels!`]
+/// joins: each label's text under its column's name, and 0 (none) read as NULL.
+macro_rules! job_row_columns {
+    () => {
+        "j.id, j.session_id, j.config_id, j.solver_id, cs.text AS compile_step, \
+         es.text AS eval_step, j.compile_params, j.run_params, bk.text AS build_key, j.state, \
+         j.attempt, j.retries, NULLIF(j.lease_deadline_ms, 0) AS lease_deadline_ms, \
+         wk.text AS worker, af.text AS artifact, fk.text AS failure_kind, j.last_error, \
+         j.updated_ms"
+    };
+}
+
+/// The joins from `job j` to the labels [`job_row_columns!`] reads: one primary-key lookup each in
+/// the small `label` table. LEFT joins, so that a label found missing reads as NULL and fails
+/// the row's decoding by name, instead of dropping the row.
+macro_rules! job_labels {
+    () => {
+        " LEFT JOIN label cs ON cs.id = j.compile_step LEFT JOIN label es ON es.id = j.eval_step \
+         LEFT JOIN label bk ON bk.id = j.build_key LEFT JOIN label wk ON wk.id = j.worker \
+         LEFT JOIN label af ON af.id = j.artifact LEFT JOIN label fk ON fk.id = j.failure_kind "
+    };
+}
 
 /// The most placeholders in one `IN (…)` list.
 pub const MAX_IN: usize = 512;
@@ -121,26 +147,35 @@ pub const APPLICABLE_SOLVERS: &str = "SELECT solver_id FROM applicability \
 /// The server computes the identity hash (schemas/mysql/0010_lean_job.sql says why and how)
 /// from (config, solver, compile step, eval step, candidate key), the 6th to 10th parameters,
 /// with the expression migration 10 uses on the old rows. So the parameters are: session,
-/// config, solver, the two steps, the five identity values, compile params, run params, build
-/// key, state, created, updated.
+/// config, solver, the two steps (labels), the five identity values, compile params, run
+/// params, build key (a label), state, created, updated. The labels' ids come from
+/// `labels::write`, in the same transaction.
 pub const INSERT_JOB: &str = "INSERT INTO job (session_id, config_id, solver_id, compile_step, \
      eval_step, identity_hash, compile_params, run_params, build_key, state, created_ms, \
      updated_ms) VALUES (?, ?, ?, ?, ?, \
      UNHEX(LEFT(SHA2(CONCAT(?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?), 256), 32)), \
      ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id";
-pub const JOB: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?");
+pub const JOB: &str = concat!(
+    "SELECT ",
+    job_row_columns!(),
+    " FROM job j",
+    job_labels!(),
+    "WHERE j.id = ?"
+);
 /// What a compile worker may read of a job (a column grant: id, state, attempt).
 pub const JOB_PROGRESS: &str = "SELECT state, attempt FROM job WHERE id = ?";
 
 /// Hot: the Scheduler's claims, jobs in one state (`new` for compiling, `compiled` for
 /// evaluating), oldest first, as the SQLite store orders them (whose query says why new jobs are
-/// not grouped by build). `job_by_state` (session, state, id) answers it without a sort step;
+/// not grouped by build). `job_by_state` (state, session, id) answers it without a sort step;
 /// the index is forced for the reason given at [`IN_FLIGHT`] (with `ORDER BY id` the optimizer
 /// may walk the whole primary key instead).
 pub const JOBS_IN_STATE: &str = concat!(
     "SELECT ",
-    job_columns!(),
-    " FROM job FORCE INDEX (job_by_state) WHERE session_id = ? AND state = ? ORDER BY id LIMIT ?"
+    job_row_columns!(),
+    " FROM job j FORCE INDEX (job_by_state)",
+    job_labels!(),
+    "WHERE j.session_id = ? AND j.state = ? ORDER BY j.id LIMIT ?"
 );
 
 /// Hot: the last four parameters are the in-flight state names (from `JobState::is_in_flight`).
@@ -150,31 +185,54 @@ pub const JOBS_IN_STATE: &str = concat!(
 /// (seen on CI with 5,767 rows). Sorting the in-flight rows of one session is always cheaper.
 pub const IN_FLIGHT: &str = concat!(
     "SELECT ",
-    job_columns!(),
-    " FROM job FORCE INDEX (job_by_state) WHERE session_id = ? AND state IN (?, ?, ?, ?) ORDER BY id"
+    job_row_columns!(),
+    " FROM job j FORCE INDEX (job_by_state)",
+    job_labels!(),
+    "WHERE j.session_id = ? AND j.state IN (?, ?, ?, ?) ORDER BY j.id"
 );
 
-/// Hot: the lease sweep, across sessions. The first four parameters are the in-flight states.
-/// The index is forced for the reason given at [`IN_FLIGHT`].
+/// Hot: the lease sweep, across sessions. The first four parameters are the in-flight states:
+/// `job_by_state` leads with the state, so this reads the in-flight entries of every session
+/// (a range as large as the in-flight window, whatever the table holds) and sorts the expired
+/// ones. The index is forced for the reason given at [`IN_FLIGHT`]. 0 is no lease.
 pub const EXPIRED_LEASES: &str = concat!(
     "SELECT ",
-    job_columns!(),
-    " FROM job FORCE INDEX (job_by_lease) WHERE state IN (?, ?, ?, ?) AND lease_deadline_ms < ? \
-     ORDER BY lease_deadline_ms, id LIMIT ?"
+    job_row_columns!(),
+    " FROM job j FORCE INDEX (job_by_state)",
+    job_labels!(),
+    "WHERE j.state IN (?, ?, ?, ?) AND j.lease_deadline_ms <> 0 AND j.lease_deadline_ms < ? \
+     ORDER BY j.lease_deadline_ms, j.id LIMIT ?"
 );
 
 /// After a store outage: every in-flight lease set before it ended moves later by the outage's
-/// length ((by, states ×4, changed before)). The rows are found through `job_by_lease`.
-pub const EXTEND_LEASES: &str = "UPDATE job SET lease_deadline_ms = lease_deadline_ms + ? \
-     WHERE state IN (?, ?, ?, ?) AND lease_deadline_ms IS NOT NULL AND updated_ms < ?";
+/// length ((by, states ×4, changed before)). The rows are found through `job_by_state`.
+pub const EXTEND_LEASES: &str = "UPDATE job FORCE INDEX (job_by_state) \
+     SET lease_deadline_ms = lease_deadline_ms + ? \
+     WHERE state IN (?, ?, ?, ?) AND lease_deadline_ms <> 0 AND updated_ms < ?";
 
-/// Hot: progress reports. Covered by `job_by_state`.
-/// When each of a session's jobs finished, from a time on: `shoal status`'s rate.
-pub const FINISH_TIMES: &str = "SELECT finished_ms FROM job \
-     WHERE session_id = ? AND finished_ms >= ? ORDER BY finished_ms";
+/// When each of a session's finished jobs finished, from a time on: `shoal status`'s rate.
+/// (session, since, then an `IN (…)` list of the states that stamp `finished_ms`), so that
+/// `job_by_state` finds the session's finished jobs without reading its others.
+pub fn finish_times(states: usize) -> String {
+    in_list(
+        "SELECT finished_ms FROM job FORCE INDEX (job_by_state) \
+         WHERE session_id = ? AND finished_ms >= ? AND state IN ",
+        states,
+        " ORDER BY finished_ms",
+    )
+}
 
-pub const STATE_COUNTS: &str =
-    "SELECT state, COUNT(*) FROM job WHERE session_id = ? GROUP BY state";
+/// Hot: progress reports. (session, then an `IN (…)` list of every state): `job_by_state`
+/// leads with the state, so naming them all makes one range per state, read from the index
+/// alone.
+pub fn state_counts(states: usize) -> String {
+    in_list(
+        "SELECT state, COUNT(*) FROM job FORCE INDEX (job_by_state) \
+         WHERE session_id = ? AND state IN ",
+        states,
+        " GROUP BY state",
+    )
+}
 
 /// Hot: the first half of every [`crate::Store::apply`]: lock the batch's jobs and read the
 /// compare-and-set pair of each. Prefix of an `IN (…)` list of ids (see [`in_list`]).
@@ -189,10 +247,13 @@ pub fn cas_lock(n: usize) -> String {
 /// The SET clause of both compare-and-set updates: the new values of a changed job. The
 /// per-state timestamps (`COALESCE`, 10th to 15th parameters) are NULL except the one of the
 /// state entered.
+///
+/// Worker, artifact and failure kind are label ids (0 for none; NULL for the artifact keeps
+/// the row's). No lease is 0.
 macro_rules! cas_set {
     () => {
         "UPDATE job SET state = ?, attempt = ?, \
-         retries = retries + ?, lease_deadline_ms = ?, worker = ?, \
+         retries = retries + ?, lease_deadline_ms = COALESCE(?, 0), worker = ?, \
          artifact = COALESCE(?, artifact), failure_kind = ?, last_error = ?, updated_ms = ?, \
          compile_queued_ms = COALESCE(?, compile_queued_ms), \
          compiling_ms = COALESCE(?, compiling_ms), \
@@ -223,7 +284,7 @@ pub fn cas_update_group(n: usize) -> String {
 
 /// A heartbeat's lease renewal: (deadline, job, state, attempt, deadline). Only ever later.
 pub const RENEW_LEASE: &str = "UPDATE job SET lease_deadline_ms = ? \
-     WHERE id = ? AND state = ? AND attempt = ? AND COALESCE(lease_deadline_ms, 0) < ?";
+     WHERE id = ? AND state = ? AND attempt = ? AND lease_deadline_ms < ?";
 
 // ---- outbox (see `crate::outbox`) ---------------------------------------------------------
 
@@ -244,39 +305,67 @@ pub const OUTBOX_SENT: &str = "DELETE FROM outbox WHERE job_id = ? AND job_attem
 /// they are now (the attempt must still match: a row is for one attempt).
 pub const UNSENT: &str = concat!(
     "SELECT STRAIGHT_JOIN ",
-    job_columns!(),
-    " FROM outbox JOIN job ON job.id = outbox.job_id AND job.attempt = outbox.job_attempt \
-     WHERE outbox.owed_ms < ? ORDER BY outbox.owed_ms, outbox.job_id LIMIT ?"
+    job_row_columns!(),
+    " FROM outbox JOIN job j ON j.id = outbox.job_id AND j.attempt = outbox.job_attempt",
+    job_labels!(),
+    "WHERE outbox.owed_ms < ? ORDER BY outbox.owed_ms, outbox.job_id LIMIT ?"
 );
 
 // ---- results, builds, artifacts -----------------------------------------------------------
 
 /// A plain INSERT on purpose: the compare-and-set already guarantees one row per
 /// (job, attempt), so a duplicate is a bug that must fail the batch, not vanish.
-pub const INSERT_RESULT: &str = "INSERT INTO result (job_id, session_id, attempt, status, \
-     time_us, samples, workspace, detail, worker, device, created_ms) \
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-pub const RESULTS: &str = "SELECT job_id, session_id, attempt, worker, device, created_ms, \
-     status, time_us, samples, workspace, detail \
-     FROM result WHERE job_id = ? ORDER BY attempt";
+/// Status, worker and device are label ids (`labels::write`, in the same transaction).
+pub const INSERT_RESULT: &str = "INSERT INTO result (job_id, attempt, status, time_us, samples, \
+     workspace, detail, worker, device, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/// A result's session is its job's.
+pub const RESULTS: &str = "SELECT STRAIGHT_JOIN r.job_id, j.session_id, r.attempt, \
+     wk.text AS worker, dv.text AS device, r.created_ms, st.text AS status, r.time_us, \
+     r.samples, r.workspace, r.detail \
+     FROM result r JOIN job j ON j.id = r.job_id \
+     LEFT JOIN label wk ON wk.id = r.worker LEFT JOIN label dv ON dv.id = r.device \
+     LEFT JOIN label st ON st.id = r.status \
+     WHERE r.job_id = ? ORDER BY r.attempt";
 
 /// Hot: exports and reports. The result of a job is the row of its final attempt.
-/// The plan is pinned, because the optimizer's own choice depends on how the rows are spread:
-/// `STRAIGHT_JOIN` keeps the join order as written (left to itself the optimizer may start from
-/// a small `config` table with a full scan), and `FORCE INDEX (job_by_session)` reads the
-/// session's jobs in id order (when one session is a large part of the table, the optimizer
-/// walks the whole primary key instead, to save the sort). Then one primary-key lookup each in
-/// config, solver and result. A database collects sessions over time; an export must not read
-/// all of them.
-pub const FINAL_RESULTS: &str = "SELECT STRAIGHT_JOIN j.id, j.config_id, c.params, s.name, \
-     j.compile_params, j.run_params, j.state, j.failure_kind, j.last_error, \
-     r.status, r.time_us, r.samples, r.workspace, r.detail, r.worker, r.device, \
-     j.eval_step \
-     FROM job j FORCE INDEX (job_by_session) \
-     JOIN config c ON c.id = j.config_id \
-     JOIN solver s ON s.id = j.solver_id \
-     LEFT JOIN result r ON r.job_id = j.id AND r.attempt = j.attempt \
-     WHERE j.session_id = ? ORDER BY j.id";
+/// (session, then an `IN (…)` list of every state.) The plan is pinned, because the
+/// optimizer's own choice depends on how the rows are spread: `STRAIGHT_JOIN` keeps the join
+/// order as written (left to itself the optimizer may start from a small `config` table with a
+/// full scan), and `FORCE INDEX (job_by_state)` reads the session's jobs state by state (when
+/// one session is a large part of the table, the optimizer walks the whole primary key
+/// instead). Then one primary-key lookup each in config, solver, result and the labels. Rows
+/// come state by state; `ops::final_results` puts them in job order. A database collects
+/// sessions over time; an export must not read all of them.
+pub fn final_results(states: usize) -> String {
+    in_list(
+        "SELECT STRAIGHT_JOIN j.id, j.config_id, c.params, s.name, \
+         j.compile_params, j.run_params, j.state, fk.text AS failure_kind, j.last_error, \
+         st.text AS status, r.time_us, r.samples, r.workspace, r.detail, \
+         wk.text AS worker, dv.text AS device, es.text AS eval_step \
+         FROM job j FORCE INDEX (job_by_state) \
+         JOIN config c ON c.id = j.config_id \
+         JOIN solver s ON s.id = j.solver_id \
+         LEFT JOIN result r ON r.job_id = j.id AND r.attempt = j.attempt \
+         LEFT JOIN label fk ON fk.id = j.failure_kind LEFT JOIN label st ON st.id = r.status \
+         LEFT JOIN label wk ON wk.id = r.worker LEFT JOIN label dv ON dv.id = r.device \
+         LEFT JOIN label es ON es.id = j.eval_step \
+         WHERE j.session_id = ? AND j.state IN ",
+        states,
+        "",
+    )
+}
+
+// ---- labels (see `super::labels`) ---------------------------------------------------------
+
+/// Which of some texts are labels already. Prefix of an `IN (…)` list of texts.
+pub const LABELS: &str = "SELECT id, text FROM label WHERE text IN ";
+/// [`LABELS`] for `n` texts.
+pub fn labels(n: usize) -> String {
+    in_list(LABELS, n, "")
+}
+/// A new label; one written meanwhile by another transaction is left as it is.
+pub const INSERT_LABEL: &str =
+    "INSERT INTO label (text) VALUES (?) ON DUPLICATE KEY UPDATE id = id";
 
 /// Later rows of one batch replace earlier ones, as SQLite's `INSERT OR REPLACE` does.
 pub const UPSERT_BUILD: &str = "INSERT INTO build (session_id, build_key, artifact, \
@@ -309,6 +398,17 @@ pub const DB_IMPORTS: &str = "SELECT id, label, arch, num_cu, files, created_ms,
 pub const DB_RECORDS: &str = "SELECT kind, config_id, db_key, solver, time_ms, workspace, \
      algorithm, params FROM db_record WHERE import_id = ? ORDER BY seq";
 
+/// The states that stamp `finished_ms` (as `evaluated` does): a finished job is in one of them.
+pub fn finished_states() -> Vec<JobState> {
+    JobState::ALL
+        .into_iter()
+        .filter(|&s| {
+            let slot = crate::encoding::timestamp_slot;
+            slot(s) == slot(JobState::Evaluated)
+        })
+        .collect()
+}
+
 /// The queries on hot paths, by name, with the number of `IN (…)` values to build them for
 /// (0 for fixed texts), for the EXPLAIN test.
 pub fn hot(in_values: usize) -> Vec<(&'static str, String)> {
@@ -316,11 +416,13 @@ pub fn hot(in_values: usize) -> Vec<(&'static str, String)> {
         ("jobs_in_state", JOBS_IN_STATE.to_string()),
         ("in_flight", IN_FLIGHT.to_string()),
         ("expired_leases", EXPIRED_LEASES.to_string()),
-        ("state_counts", STATE_COUNTS.to_string()),
+        ("state_counts", state_counts(JobState::ALL.len())),
         ("cas_lock", cas_lock(in_values)),
         ("cas_update", CAS_UPDATE.to_string()),
         ("cas_update_group", cas_update_group(in_values)),
-        ("final_results", FINAL_RESULTS.to_string()),
+        ("final_results", final_results(JobState::ALL.len())),
+        ("finish_times", finish_times(finished_states().len())),
+        ("labels", labels(in_values)),
         ("builds", builds(in_values)),
         ("applicable_solvers", APPLICABLE_SOLVERS.to_string()),
         ("job", JOB.to_string()),

@@ -19,6 +19,7 @@ use shoal_model::{
     Solver, SolverId,
 };
 
+use super::labels::LabelIds;
 use crate::db_import::{DbImport, DbImportId, DbRecord, NewDbImport};
 use crate::encoding::{decode_outcome, outcome_columns, StoredOutcome};
 use crate::{Result, StoreError};
@@ -89,7 +90,7 @@ fn opt_parsed<T: FromStr<Err = String>>(row: &mut Row, idx: usize) -> Result<Opt
         .transpose()
 }
 
-/// Reads the columns of `queries::job_columns!`.
+/// Reads the columns of `queries::job_row_columns!`.
 pub(crate) fn job(mut row: Row) -> Result<Job> {
     let r = &mut row;
     Ok(Job {
@@ -195,20 +196,19 @@ pub(crate) fn final_result(mut row: Row) -> Result<FinalResult> {
     })
 }
 
-/// The parameters of `queries::INSERT_RESULT` for one row.
-pub(crate) fn result_params(r: &ResultRow) -> Result<Vec<Value>> {
+/// The parameters of `queries::INSERT_RESULT` for one row, with the ids of its labels.
+pub(crate) fn result_params(r: &ResultRow, labels: &LabelIds) -> Result<Vec<Value>> {
     let c = outcome_columns(&r.outcome)?;
     Ok(vec![
         int(r.job.0),
-        int(r.session.0),
         int(r.attempt),
-        text(c.status),
+        labels.id(c.status)?,
         c.time_us.map_or(Value::NULL, double),
         opt_text(c.samples.as_deref()),
         opt_int(c.workspace),
         opt_text(c.detail.as_deref()),
-        text(&r.worker),
-        text(&r.device),
+        labels.id(&r.worker)?,
+        labels.id(&r.device)?,
         int(r.created_ms),
     ])
 }

@@ -95,8 +95,11 @@ impl Store for MysqlStore {
 
     async fn insert_jobs(&self, jobs: &[NewJob]) -> Result<u64> {
         let (ctx, now) = (self.ctx, now_ms());
-        self.run("inserting jobs", |c| ops::insert_jobs(c, ctx, jobs, now))
-            .await
+        let known = &self.labels;
+        self.run("inserting jobs", |c| {
+            ops::insert_jobs(c, ctx, known, jobs, now)
+        })
+        .await
     }
 
     async fn job(&self, id: JobId) -> Result<Option<Job>> {
@@ -143,8 +146,11 @@ impl Store for MysqlStore {
             return Ok(Vec::new());
         }
         let (ctx, now) = (self.ctx, now_ms());
-        self.run("applying a batch", |c| apply::apply(c, ctx, batch, now))
-            .await
+        let known = &self.labels;
+        self.run("applying a batch", |c| {
+            apply::apply(c, ctx, known, batch, now)
+        })
+        .await
     }
 
     async fn renew_leases(&self, renewals: &[crate::LeaseRenewal]) -> Result<u64> {
@@ -207,12 +213,8 @@ impl Store for MysqlStore {
     }
 
     async fn finish_times(&self, session: SessionId, since_ms: i64) -> Result<Vec<i64>> {
-        self.run("reading finish times", |mut c| async move {
-            use mysql_async::prelude::Queryable;
-            let times: Vec<i64> = c
-                .exec(super::queries::FINISH_TIMES, (session.0, since_ms))
-                .await?;
-            Ok(times)
+        self.run("reading finish times", |c| {
+            ops::finish_times(c, session, since_ms)
         })
         .await
     }

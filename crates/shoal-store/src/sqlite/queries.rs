@@ -8,7 +8,7 @@
 //! The column lists that several queries share are macros (in `crate::encoding`, shared with
 //! the other store), not constants, because `concat!` only accepts literals.
 
-// `job_columns!` and `session_columns!` come from `crate::encoding`, shared by both stores.
+// `job_columns!` and `session_columns!` come from `crate::encoding`.
 
 // ---- schema -------------------------------------------------------------------------------
 
