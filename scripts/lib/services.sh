@@ -595,13 +595,22 @@ ensure_hmac_key() {
     say "services-up: created the message-signing key $file"
 }
 
-# privileges_fingerprint: a hash of every role's grants and permissions, and of the dead-letter
-# policy, as this script wants them, so that the fast path notices a change of this file (or of
-# SHOAL_CLUSTER_NET, SHOAL_DEAD_MAX_LENGTH, SHOAL_DEAD_MAX_AGE_S).
+# shoal_schema_version: the newest migration of this checkout (schemas/mysql/NNNN_*.sql), a number.
+shoal_schema_version() {
+    local newest
+    newest=$(find "$(dirname "${BASH_SOURCE[0]}")/../../schemas/mysql" -name '[0-9][0-9][0-9][0-9]_*.sql' -printf '%f\n' | sort | tail -n 1)
+    printf '%d\n' "$((10#${newest:0:4}))"
+}
+
+# privileges_fingerprint: a hash of every role's grants and permissions, of the dead-letter
+# policy and of the schema version, as this script wants them, so that the fast path notices a
+# change of this file (or of SHOAL_CLUSTER_NET, SHOAL_DEAD_MAX_LENGTH, SHOAL_DEAD_MAX_AGE_S) or a
+# new migration (which the full path runs: `shoal db migrate`).
 privileges_fingerprint() {
     local role ns
     ns=$(shoal_role_namespace)
     {
+        printf 'schema %s\n' "$(shoal_schema_version)"
         shoal_db_hosts
         printf '%s\n' "$ns" "$SHOAL_ROLE_DATABASE"
         shoal_dead_policy_json "$ns" /

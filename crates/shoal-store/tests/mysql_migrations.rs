@@ -544,3 +544,50 @@ async fn every_job_state_is_a_value_of_the_state_column() {
     }
     drop(conn);
 }
+
+/// A store made the way `scripts/services-up` made one before it ran `shoal db migrate`: every
+/// file applied by itself and every version recorded, so that `job` is still version 1's with
+/// the lean and compact tables beside it. `migrate` finishes the rebuilds the record claims.
+#[tokio::test]
+async fn migrate_finishes_rebuilds_recorded_but_never_run() {
+    let db = ScratchDb::new("shoal_t").await.unwrap();
+    let mut conn = db.store().connection().await.unwrap();
+    for file in UP_TO_9.into_iter().chain([
+        include_str!("../../../schemas/mysql/0010_lean_job.sql"),
+        include_str!("../../../schemas/mysql/0011_compact_job.sql"),
+    ]) {
+        conn.query_drop(file).await.unwrap();
+    }
+    conn.query_drop(
+        "CREATE TABLE schema_version (version INT UNSIGNED NOT NULL PRIMARY KEY, \
+         applied_ms BIGINT NOT NULL)",
+    )
+    .await
+    .unwrap();
+    conn.query_drop(
+        "INSERT INTO schema_version VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), \
+         (7, 0), (8, 0), (9, 0), (10, 0), (11, 0)",
+    )
+    .await
+    .unwrap();
+    assert_eq!(db.store().schema_version().await.unwrap(), SCHEMA_VERSION);
+
+    assert_eq!(db.migrate().await.unwrap(), SCHEMA_VERSION);
+    let step_type: Option<String> = conn
+        .exec_first(
+            "SELECT data_type FROM information_schema.columns WHERE table_schema = DATABASE() \
+             AND table_name = 'job' AND column_name = 'compile_step'",
+            (),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        step_type.as_deref(),
+        Some("int"),
+        "job is the compact table"
+    );
+    let w = world(&db).await;
+    let job = one_job(&db, &w, "8").await;
+    assert_eq!(db.job(job).await.unwrap().unwrap().config, w.config);
+    drop(conn);
+}

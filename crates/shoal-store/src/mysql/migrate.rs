@@ -159,6 +159,13 @@ pub(crate) async fn migrate(mut conn: Conn, database: &str, now: i64) -> Result<
     result
 }
 
+async fn apply_file(conn: &mut Conn, sql: &str) -> Result<(), OpError> {
+    for statement in statements(sql) {
+        conn.query_drop(statement).await?;
+    }
+    Ok(())
+}
+
 async fn migrate_locked(conn: &mut Conn, now: i64) -> Result<u32, OpError> {
     conn.query_drop(q::CREATE_SCHEMA_VERSION).await?;
     let found: Option<u32> = conn.exec_first(q::SCHEMA_VERSION, ()).await?;
@@ -170,16 +177,31 @@ async fn migrate_locked(conn: &mut Conn, now: i64) -> Result<u32, OpError> {
         }
         .into());
     }
-    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+    for &(version, sql) in MIGRATIONS {
         let rebuild = REBUILDS.into_iter().find(|r| r.version == version);
+        if version <= found {
+            // Recorded, but a rebuild may be missing all the same: `scripts/services-up` used to
+            // apply the files by themselves and record every version, leaving `job` as version
+            // 1 made it. Finish it now, as if cut off.
+            match rebuild {
+                Some(r) if r.job_is_old(conn).await? => {
+                    tracing::warn!(
+                        version,
+                        "mysql migration recorded but its rebuild of `job` never ran: running it"
+                    );
+                    apply_file(conn, sql).await?;
+                    r.carry_forward(conn).await?;
+                }
+                _ => {}
+            }
+            continue;
+        }
         let file_due = match rebuild {
             Some(r) => r.job_is_old(conn).await?,
             None => true,
         };
         if file_due {
-            for statement in statements(sql) {
-                conn.query_drop(statement).await?;
-            }
+            apply_file(conn, sql).await?;
         }
         if let Some(r) = rebuild {
             r.carry_forward(conn).await?;
