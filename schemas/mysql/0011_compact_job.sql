@@ -7,8 +7,12 @@
 --   worker and device;
 -- - a row grew at almost every state change (a lease set, a NULL timestamp filled in, a worker
 --   named), so InnoDB split pages that had been filled at insert, and left them half full;
--- - four secondary indexes, two of them (`job_by_session`, `job_by_lease`) for queries that
---   other indexes can answer.
+-- - six secondary indexes: two (`job_by_session`, `job_by_lease`) for queries that another
+--   index can answer, and two that InnoDB adds by itself for the foreign keys to `config` and
+--   `solver` (26 bytes a job each);
+-- - every page of a finished session stayed as large as when it was written, though its rows
+--   are alike (the same few labels and ids, timestamps close together) and it is read only by
+--   reports.
 --
 -- Now:
 -- - `label` holds each distinct string once; the columns above hold its 4-byte id. Labels are
@@ -24,7 +28,20 @@
 --   both and read in id order; the lease sweep reads the in-flight states across sessions (a
 --   bounded range: the in-flight window); per-session counts and exports name every state
 --   (`queries::STATE_COUNTS`). `job_by_session` and `job_by_lease` are gone.
+-- - `job` keeps its foreign key to `session` (served by `job_identity`'s prefix) but not those
+--   to `config` and `solver`: configs and solvers are never deleted (no role may), so those
+--   keys only ever checked inserts, at the price of an index each over every job. The ids come
+--   from the store's own upserts (`insert_jobs` is handed what `upsert_configs` and
+--   `upsert_solvers` returned).
 -- - `result` loses `session_id` (its job has it).
+-- - Both tables are `ROW_FORMAT = COMPRESSED` with 8 KiB pages: InnoDB keeps each page
+--   zlib-compressed on disk and in the buffer pool, and a decompressed copy only of the pages in
+--   use. Rows of one session compress well (measured: about half), so the finished sessions a
+--   store keeps cost half the disk and half the pool, and the hot pages of running sessions
+--   keep their place in the pool. The dispatch rate is unchanged (BENCHMARKS.md, "Dispatch").
+--   It needs a server that writes compressed tables: MySQL 5.7 and later, MariaDB 10.6.6 and
+--   later or 10.5 and earlier (10.6.0 to 10.6.5 set innodb_read_only_compressed = ON, which
+--   `migrate_compact` checks before this file runs).
 --
 -- Not done by SQL alone: this file only creates the new tables. `mysql::migrate_compact` fills
 -- `label`, copies the rows into `job_compact` and `result_compact` with their labels, and swaps
@@ -76,10 +93,8 @@ CREATE TABLE IF NOT EXISTS job_compact (
     -- in-flight states across sessions), state counts, final results and finish times (every
     -- state, or every finished state, of one session).
     KEY job_by_state (state, session_id, id),
-    CONSTRAINT job_session_fk FOREIGN KEY (session_id) REFERENCES session (id),
-    CONSTRAINT job_config_fk FOREIGN KEY (config_id) REFERENCES config (id),
-    CONSTRAINT job_solver_fk FOREIGN KEY (solver_id) REFERENCES solver (id)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+    CONSTRAINT job_session_fk FOREIGN KEY (session_id) REFERENCES session (id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin ROW_FORMAT = COMPRESSED KEY_BLOCK_SIZE = 8;
 
 -- Outcomes, one per (job, attempt), never overwritten, as before; `status`, `worker` and
 -- `device` are labels.
@@ -96,4 +111,4 @@ CREATE TABLE IF NOT EXISTS result_compact (
     created_ms BIGINT       NOT NULL,
     PRIMARY KEY (job_id, attempt),
     CONSTRAINT result_job_fk FOREIGN KEY (job_id) REFERENCES job_compact (id)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin ROW_FORMAT = COMPRESSED KEY_BLOCK_SIZE = 8;

@@ -38,6 +38,9 @@ pub(crate) struct Rebuild {
     /// The outbox's foreign key to the old `job`, and the name of the one to the new.
     pub outbox_fk_old: &'static str,
     pub outbox_fk_new: &'static str,
+    /// A query that returns a true value when the server cannot hold the new tables, and why;
+    /// a query the server does not know (a variable of another server) passes.
+    pub server_check: Option<(&'static str, &'static str)>,
 }
 
 /// Whether a table has a foreign key of this name: (table, constraint).
@@ -51,6 +54,22 @@ impl Rebuild {
     pub(crate) async fn job_is_old(&self, conn: &mut Conn) -> Result<bool, OpError> {
         let n: Option<i64> = conn.exec_first(self.job_is_old, ()).await?;
         Ok(n.unwrap_or(0) > 0)
+    }
+
+    /// Refuses a server that cannot hold the new tables ([`Rebuild::server_check`]), before the
+    /// migration's file runs.
+    pub(crate) async fn check_server(&self, conn: &mut Conn) -> Result<(), OpError> {
+        let Some((sql, why)) = self.server_check else {
+            return Ok(());
+        };
+        match conn.exec_first::<Option<i64>, _, _>(sql, ()).await {
+            Ok(Some(Some(v))) if v != 0 => Err(StoreError::Invalid(format!(
+                "migration {} cannot run on this server: {why}",
+                self.version
+            ))
+            .into()),
+            _ => Ok(()),
+        }
     }
 
     /// Finishes the migration from wherever an earlier run stopped; see the module's doc.

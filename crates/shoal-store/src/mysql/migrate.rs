@@ -189,6 +189,7 @@ async fn migrate_locked(conn: &mut Conn, now: i64) -> Result<u32, OpError> {
                         version,
                         "mysql migration recorded but its rebuild of `job` never ran: running it"
                     );
+                    r.check_server(conn).await?;
                     apply_file(conn, sql).await?;
                     r.carry_forward(conn).await?;
                 }
@@ -201,6 +202,9 @@ async fn migrate_locked(conn: &mut Conn, now: i64) -> Result<u32, OpError> {
             None => true,
         };
         if file_due {
+            if let Some(r) = rebuild {
+                r.check_server(conn).await?;
+            }
             apply_file(conn, sql).await?;
         }
         if let Some(r) = rebuild {

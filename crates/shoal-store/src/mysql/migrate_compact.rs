@@ -68,4 +68,10 @@ pub(crate) const REBUILD: Rebuild = Rebuild {
     drop_old: "DROP TABLE IF EXISTS result_v10, job_v10",
     outbox_fk_old: "outbox_job_ref",
     outbox_fk_new: "outbox_job_fk",
+    server_check: Some((
+        "SELECT @@global.innodb_read_only_compressed",
+        "its tables are ROW_FORMAT = COMPRESSED, which this server only reads \
+         (innodb_read_only_compressed = ON, the default of MariaDB 10.6.0 to 10.6.5): set it OFF \
+         in the server's configuration, or upgrade",
+    )),
 };

@@ -42,4 +42,5 @@ pub(crate) const REBUILD: Rebuild = Rebuild {
     drop_old: "DROP TABLE IF EXISTS result_v9, job_v9",
     outbox_fk_old: "outbox_job",
     outbox_fk_new: "outbox_job_ref",
+    server_check: None,
 };
