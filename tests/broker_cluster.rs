@@ -308,7 +308,14 @@ fn killing_the_node_that_leads_the_queues_costs_seconds() {
     );
     let faulted = t0.elapsed();
     check_session(&cluster, SessionId(2));
-    let dead = dead_letters(&cluster);
+    // A reply whose acknowledgement died with the leader comes again after the Scheduler
+    // applied it; none of its changes applies a second time, so it is refused as stale and
+    // dead-lettered (as `scripts/chaos` counts it: not a genuine message lost). Every job has
+    // one result all the same (`check_session`, above). Anything else dead-lettered is a fault.
+    let dead: Vec<String> = dead_letters(&cluster)
+        .into_iter()
+        .filter(|d| !d.starts_with("Some(\"stale "))
+        .collect();
     assert!(dead.is_empty(), "dead-lettered: {dead:#?}");
     eprintln!(
         "broker_cluster: fault-free {:.1} s, with the leader killed {:.1} s (bound: fault-free + 30 s)",
