@@ -54,6 +54,32 @@ async fn migration_9_adds_imports_beside_a_sessions_work() {
     drop(conn);
 }
 
+/// After a rebuild of `job` and `result`: the outbox row owed for `(job, attempt)` came through,
+/// the outbox's foreign key guards the new table, and the rebuild's other tables are gone.
+async fn assert_rebuilt(conn: &mut mysql_async::Conn, owed: (i64, u32), gone: [&str; 4]) {
+    let found: Option<i64> = conn
+        .exec_first("SELECT job_id FROM outbox WHERE job_attempt = ?", (owed.1,))
+        .await
+        .unwrap();
+    assert_eq!(found, Some(owed.0));
+    let orphan = conn
+        .query_drop("INSERT INTO outbox (job_id, job_attempt, owed_ms) VALUES (123456, 0, 9)")
+        .await;
+    assert!(
+        orphan.is_err(),
+        "the outbox's foreign key refers to the new job table"
+    );
+    let left: Option<i64> = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() \
+             AND table_name IN (?, ?, ?, ?)",
+            (gone[0], gone[1], gone[2], gone[3]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(left, Some(0), "tables {gone:?} are gone");
+}
+
 /// The migrations a store of version 9 was made with, applied as files: a deployment's
 /// database before migration 10.
 const UP_TO_9: [&str; 9] = [
@@ -215,28 +241,12 @@ async fn migration_10_carries_jobs_results_and_the_outbox_into_the_lean_tables()
     tiles.sort();
     assert_eq!(tiles, ["2", "3"]);
 
-    // The outbox row came through, and its foreign key now guards the new table.
-    let owed: Option<i64> = conn
-        .exec_first("SELECT job_id FROM outbox WHERE job_attempt = 0", ())
-        .await
-        .unwrap();
-    assert_eq!(owed, Some(new));
-    let orphan = conn
-        .query_drop("INSERT INTO outbox (job_id, job_attempt, owed_ms) VALUES (123456, 0, 9)")
-        .await;
-    assert!(
-        orphan.is_err(),
-        "the outbox's foreign key refers to the new job table"
-    );
-    let old_tables: Option<i64> = conn
-        .exec_first(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() \
-             AND table_name IN ('job_v9', 'result_v9', 'job_lean', 'result_lean')",
-            (),
-        )
-        .await
-        .unwrap();
-    assert_eq!(old_tables, Some(0));
+    assert_rebuilt(
+        &mut conn,
+        (new, 0),
+        ["job_v9", "result_v9", "job_lean", "result_lean"],
+    )
+    .await;
     drop(conn);
 }
 
@@ -488,28 +498,12 @@ async fn migration_11_carries_jobs_into_compact_rows_with_labels() {
     let same = ["1", "2", "3"].map(|t| new_job(&w, t, &format!("build-{t}")));
     assert_eq!(db.insert_jobs(&same).await.unwrap(), 0);
 
-    // The outbox row came through, and its foreign key now guards the new table.
-    let owed: Option<i64> = conn
-        .exec_first("SELECT job_id FROM outbox WHERE job_attempt = 1", ())
-        .await
-        .unwrap();
-    assert_eq!(owed, Some(queued));
-    let orphan = conn
-        .query_drop("INSERT INTO outbox (job_id, job_attempt, owed_ms) VALUES (123456, 0, 9)")
-        .await;
-    assert!(
-        orphan.is_err(),
-        "the outbox's foreign key refers to the new job table"
-    );
-    let old_tables: Option<i64> = conn
-        .exec_first(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() \
-             AND table_name IN ('job_v10', 'result_v10', 'job_compact', 'result_compact')",
-            (),
-        )
-        .await
-        .unwrap();
-    assert_eq!(old_tables, Some(0));
+    assert_rebuilt(
+        &mut conn,
+        (queued, 1),
+        ["job_v10", "result_v10", "job_compact", "result_compact"],
+    )
+    .await;
     // Each distinct string once: 2 steps, 3 build keys, 2 workers, 2 artifacts, a failure
     // kind, `ok`, a device (and the stale label of the cut-off run).
     let labels: Option<i64> = conn

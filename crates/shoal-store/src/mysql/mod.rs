@@ -36,6 +36,7 @@
 mod apply;
 mod carry;
 mod db_import;
+mod insert_jobs;
 mod labels;
 mod migrate;
 mod migrate_compact;

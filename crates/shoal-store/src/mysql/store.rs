@@ -97,7 +97,7 @@ impl Store for MysqlStore {
         let (ctx, now) = (self.ctx, now_ms());
         let known = &self.labels;
         self.run("inserting jobs", |c| {
-            ops::insert_jobs(c, ctx, known, jobs, now)
+            super::insert_jobs::insert_jobs(c, ctx, known, jobs, now)
         })
         .await
     }
