@@ -204,3 +204,52 @@ fn a_mistyped_database_url_is_refused_and_never_printed() {
         "a file was created"
     );
 }
+
+/// A session whose spec directory was moved away since it was tuned still exports, from the
+/// store alone: the shape columns are the problem's own, and a warning says what is missing.
+#[test]
+fn a_session_whose_spec_directory_moved_still_exports() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let spec_dir = d.join("kernel");
+    std::fs::create_dir(&spec_dir).unwrap();
+    for f in ["spec.toml", "kernel.c"] {
+        std::fs::copy(common::fixture("steady").join(f), spec_dir.join(f)).unwrap();
+    }
+    common::run_ok(common::shoal(d).args([
+        "tune",
+        "kernel/spec.toml",
+        "--db",
+        "t.db",
+        "--out",
+        "out",
+    ]));
+    std::fs::rename(&spec_dir, d.join("moved")).unwrap();
+
+    let out = common::shoal(d)
+        .args(["export", "--db", "t.db", "--session", "1", "-o", "again"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("cannot be read where the session was tuned"),
+        "{}",
+        stderr_of(&out)
+    );
+    let csv = std::fs::read_to_string(d.join("again/tuned.csv")).unwrap();
+    let first = std::fs::read_to_string(d.join("out/tuned.csv")).unwrap();
+    let winners = |t: &str| -> Vec<String> {
+        t.lines()
+            .skip(1)
+            .map(|l| {
+                l.split(',')
+                    .find(|f| f.contains("WORK"))
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect()
+    };
+    assert!(csv.lines().next().unwrap().contains('N'), "{csv}");
+    assert_eq!(csv.lines().count(), 3, "a header and two shapes:\n{csv}");
+    assert_eq!(winners(&csv), winners(&first), "{csv}\n{first}");
+}

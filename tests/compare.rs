@@ -163,7 +163,15 @@ fn the_ci_gate_keeps_writes_back_and_refuses_as_it_should() {
     let gate = |work: &str| {
         let out = std::process::Command::new("bash")
             .arg(&script)
-            .args(["spec.toml", "table", "--work", work, "--shoal"])
+            // A replayed space has recorded times, nothing to time side by side.
+            .args([
+                "spec.toml",
+                "table",
+                "--no-retime",
+                "--work",
+                work,
+                "--shoal",
+            ])
             .arg(env!("CARGO_BIN_EXE_shoal"))
             .current_dir(d)
             .env_remove("SHOAL_DB_FILE")
@@ -241,5 +249,98 @@ fn the_ci_gate_keeps_writes_back_and_refuses_as_it_should() {
     assert_eq!(
         winners(&read())[0]["us"],
         winners(&serde_json::from_slice(&first).unwrap())[0]["us"]
+    );
+}
+
+/// Copies the steady fixture into `dir/name`, with every candidate `slowdown` times slower.
+fn steady_copy(dir: &std::path::Path, name: &str, slowdown: u32) -> std::path::PathBuf {
+    let to = dir.join(name);
+    std::fs::create_dir(&to).unwrap();
+    let from = common::fixture("steady");
+    std::fs::copy(from.join("spec.toml"), to.join("spec.toml")).unwrap();
+    let source = std::fs::read_to_string(from.join("kernel.c")).unwrap();
+    let slowed = source.replace(
+        "#define SLOWDOWN 1",
+        &format!("#define SLOWDOWN {slowdown}"),
+    );
+    assert!(
+        slowdown == 1 || slowed != source,
+        "the fixture names SLOWDOWN"
+    );
+    std::fs::write(to.join("kernel.c"), slowed).unwrap();
+    to.join("spec.toml")
+}
+
+/// `--retime`: the winners built again and timed in alternation, each side from its own code.
+/// The same code tuned twice is the same; a deliberately slowed kernel is a regression; a
+/// table file needs `--spec`, and a session whose sources changed since is refused.
+#[test]
+fn winners_timed_side_by_side_tell_a_slowed_kernel_from_the_same_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let orig = steady_copy(d, "orig", 1);
+    let slow = steady_copy(d, "slow", 2);
+    let tune = |spec: &std::path::Path, db: &str, out: &str| {
+        common::run_ok(
+            common::shoal(d)
+                .arg("tune")
+                .arg(spec)
+                .args(["--db", db, "--out", out]),
+        );
+    };
+    tune(&orig, "t.db", "out1"); // session 1
+    tune(&slow, "t.db", "out2"); // session 2: other sources, another session
+    tune(&orig, "u.db", "out3"); // the same code tuned again, elsewhere
+
+    // --min-change 5: the slowed kernel is 100 % slower, and two builds of the same code may
+    // differ by a few percent (code placement), which is not what this test is about.
+    let (code, stdout, stderr) = compare(
+        d,
+        &["1", "2", "--db", "t.db", "--retime", "--min-change", "5"],
+    );
+    assert_eq!(
+        code,
+        Some(1),
+        "a slowed kernel regresses:\n{stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains("compare shapes=2 improved=0 regressed=2"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("re-timed side by side"), "{stdout}");
+    assert!(stderr.contains("retime [2/2]"), "progress: {stderr}");
+
+    let spec = orig.to_str().unwrap();
+    let (code, stdout, stderr) = compare(
+        d,
+        &[
+            "out1",
+            "out3",
+            "--retime",
+            "--spec",
+            spec,
+            "--min-change",
+            "5",
+        ],
+    );
+    assert_eq!(code, Some(0), "the same code:\n{stdout}{stderr}");
+    assert!(stdout.contains("regressed=0 lost=0 same=2"), "{stdout}");
+
+    // A table file says nothing of how to build its winners.
+    let (code, _, stderr) = compare(d, &["out1", "out3", "--retime"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--spec SPEC"), "{stderr}");
+
+    // Session 1's sources edited since it was tuned: re-timing would time other code.
+    std::fs::write(
+        d.join("orig/kernel.c"),
+        std::fs::read_to_string(d.join("slow/kernel.c")).unwrap(),
+    )
+    .unwrap();
+    let (code, _, stderr) = compare(d, &["1", "2", "--db", "t.db", "--retime"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("have changed since it was tuned"),
+        "{stderr}"
     );
 }

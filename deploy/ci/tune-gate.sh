@@ -2,7 +2,7 @@
 # Tunes a spec and keeps its tuned table only if the new one is no worse: the tuning pipeline of
 # aiter's CI (check before, tune, diff, check after, gate, upload, write back), for Shoal.
 #
-# Usage: deploy/ci/tune-gate.sh SPEC TABLE_DIR [--work DIR] [--shoal PATH]
+# Usage: deploy/ci/tune-gate.sh SPEC TABLE_DIR [--work DIR] [--shoal PATH] [--no-retime]
 #   SPEC       the tuning spec (every shape it names is tuned; to tune a subset, give a spec
 #              whose shapes are that subset)
 #   TABLE_DIR  where the kept table lives (tuned.csv and tuned.json, as `shoal export` writes
@@ -11,12 +11,18 @@
 #              was), new/ (this tuning's), kept/ (per shape the better winner), tune.db (the
 #              store, every candidate's time), diff.txt, compare.txt: upload them as artifacts
 #   --shoal    the shoal binary (default: shoal on PATH)
+#   --no-retime judge from the times recorded in the two tables, against each winner's recorded
+#              spread, instead of building both winners with SPEC and timing them side by side
+#              (`shoal compare --retime`): for a spec that replays a recorded space or runs in
+#              library mode, which --retime does not time
 # Steps:
 #   1. before: the kept table's winners (`shoal compare` of the table with itself), saved;
 #   2. tune SPEC into a fresh store;
 #   3. show the diff of the old and new tuned.csv;
-#   4. after: `shoal compare` of the kept table and the new one, shape by shape, against each
-#      winner's measured spread;
+#   4. after: `shoal compare` of the kept table and the new one, shape by shape: both winners
+#      built from SPEC and timed in alternation on this machine, so that load on a shared CI
+#      runner falls on both alike (`--retime`), and a change counts only beyond the rounds'
+#      99 % interval;
 #   5. gate: a regression (a shape slower beyond the noise, or without a winner) fails the run
 #      and leaves TABLE_DIR as it was; otherwise, when a shape improved (or there was no table
 #      yet), TABLE_DIR gets the better winner of each shape.
@@ -28,12 +34,13 @@ set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 die() { echo "tune-gate: $*" >&2; exit 2; }
 
-spec="" table="" work="tune-gate-work" shoal="shoal"
+spec="" table="" work="tune-gate-work" shoal="shoal" retime=1
 while [ $# -gt 0 ]; do
     case "$1" in
     -h | --help) usage; exit 0 ;;
     --work) work=${2:?--work needs a directory}; shift 2 ;;
     --shoal) shoal=${2:?--shoal needs a path}; shift 2 ;;
+    --no-retime) retime=0; shift ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *)
         if [ -z "$spec" ]; then spec=$1
@@ -87,7 +94,9 @@ fi
 
 echo "== after: compare the kept table with the new one"
 set +e
-"$shoal" compare "$work/before" "$work/new" --update-if-improved "$work/kept" --force | tee "$work/compare.txt"
+retime_args=()
+[ $retime -eq 1 ] && retime_args=(--retime --spec "$spec")
+"$shoal" compare "$work/before" "$work/new" "${retime_args[@]}" --update-if-improved "$work/kept" --force | tee "$work/compare.txt"
 rc=${PIPESTATUS[0]}
 set -e
 case $rc in

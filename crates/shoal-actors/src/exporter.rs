@@ -71,15 +71,11 @@ pub async fn export(
         .session(session)
         .await?
         .ok_or(ActorError::UnknownSession(session))?;
-    let spec = backends.spec(store, session).await?;
+    let spec = command_spec(store, backends, &info).await?;
     let results = store.final_results(session).await?;
-    let flops = |shape: &Params| spec.flops(shape);
-    let ctx = TableContext {
-        arch: &info.info.arch,
-        num_cu: info.info.num_cu,
-        shape_columns: &spec.shape_columns,
-        flops: &flops,
-    };
+    let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
+    let columns = shape_columns(&info, spec.as_deref(), &results);
+    let ctx = table_context(&info, &columns, &flops);
     let rows = shoal_export::tuned_rows(&ctx, &results);
     let (csv, json) = shoal_export::write_files(&ctx, &rows, out_dir, force)
         .map_err(|e| ActorError::Other(e.to_string()))?;
@@ -117,8 +113,9 @@ pub async fn tuned_rows_of(
 ) -> Result<Vec<TunedRow>, ActorError> {
     let spec = command_spec(store, backends, info).await?;
     let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
+    let columns = shape_columns(info, spec.as_deref(), results);
     Ok(shoal_export::tuned_rows(
-        &table_context(info, spec.as_deref(), &flops),
+        &table_context(info, &columns, &flops),
         results,
     ))
 }
@@ -133,7 +130,8 @@ pub async fn tuned_files_of(
 ) -> Result<(Vec<TunedRow>, Vec<u8>, Vec<u8>), ActorError> {
     let spec = command_spec(store, backends, info).await?;
     let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
-    let ctx = table_context(info, spec.as_deref(), &flops);
+    let columns = shape_columns(info, spec.as_deref(), results);
+    let ctx = table_context(info, &columns, &flops);
     let rows = shoal_export::tuned_rows(&ctx, results);
     let (mut csv, mut json) = (Vec::new(), Vec::new());
     shoal_export::write_csv(&ctx, &rows, &mut csv)
@@ -143,27 +141,64 @@ pub async fn tuned_files_of(
 }
 
 /// The spec of a command-backend session (its shape columns and FLOPs formula); `None` for
-/// the other backends.
+/// the other backends, and for a session whose spec can no longer be read where it was tuned
+/// (its directory moved or deleted): its table is then written from the store alone, with the
+/// problem's own parameters as its columns and without GFLOP/s, and a warning says why.
 async fn command_spec(
     store: &dyn Store,
     backends: &SessionBackends,
     info: &shoal_model::Session,
 ) -> Result<Option<std::sync::Arc<shoal_backend::spec::TuningSpec>>, ActorError> {
-    Ok(match info.info.backend {
-        shoal_model::Backend::Command => Some(backends.spec(store, info.id).await?),
-        _ => None,
-    })
+    if info.info.backend != shoal_model::Backend::Command {
+        return Ok(None);
+    }
+    match backends.spec(store, info.id).await {
+        Ok(spec) => Ok(Some(spec)),
+        Err(ActorError::Other(why)) => {
+            tracing::warn!(
+                session = info.id.0,
+                "the spec cannot be read where the session was tuned ({why}); its table is \
+                 written from the store alone, without GFLOP/s"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The shape columns of a session's table: its spec's; for a command-backend session whose
+/// spec cannot be read, the names of its problems' parameters in first-seen order; none for the
+/// other backends (their tables name the problem otherwise).
+fn shape_columns(
+    info: &shoal_model::Session,
+    spec: Option<&shoal_backend::spec::TuningSpec>,
+    results: &[shoal_model::FinalResult],
+) -> Vec<String> {
+    if let Some(spec) = spec {
+        return spec.shape_columns.clone();
+    }
+    let mut columns: Vec<String> = Vec::new();
+    if info.info.backend == shoal_model::Backend::Command {
+        for r in results {
+            for name in r.config_params.names() {
+                if !columns.iter().any(|c| c == name) {
+                    columns.push(name.to_string());
+                }
+            }
+        }
+    }
+    columns
 }
 
 fn table_context<'a>(
     info: &'a shoal_model::Session,
-    spec: Option<&'a shoal_backend::spec::TuningSpec>,
+    shape_columns: &'a [String],
     flops: &'a dyn Fn(&Params) -> Option<f64>,
 ) -> TableContext<'a> {
     TableContext {
         arch: &info.info.arch,
         num_cu: info.info.num_cu,
-        shape_columns: spec.map_or(&[][..], |s| &s.shape_columns[..]),
+        shape_columns,
         flops,
     }
 }

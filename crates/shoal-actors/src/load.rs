@@ -28,7 +28,6 @@ pub fn session_for(
     reason: &str,
     max_retries: u32,
 ) -> NewSession {
-    let digest = hex::encode(Sha256::digest(spec.identity().as_bytes()));
     NewSession {
         reason: reason.to_string(),
         arch: arch.to_string(),
@@ -36,10 +35,18 @@ pub fn session_for(
         backend: shoal_model::Backend::Command,
         spec: spec.source_text.clone(),
         spec_path: location.to_string(),
-        library_version: format!("spec-sha256:{}", &digest[..16]),
+        library_version: spec_version(spec),
         driver_version: String::new(),
         max_retries,
     }
+}
+
+/// The version a command-backend session records for its spec: a digest of the spec's text
+/// and of every source's content, so a session's spec read back can be checked against the
+/// files it was tuned from.
+pub fn spec_version(spec: &TuningSpec) -> String {
+    let digest = hex::encode(Sha256::digest(spec.identity().as_bytes()));
+    format!("spec-sha256:{}", &digest[..16])
 }
 
 /// Creates or finds the session, then its configs, solver and jobs.

@@ -1,6 +1,8 @@
 //! `shoal compare OLD NEW`: two tunings side by side, shape by shape, as a CI gate. The
 //! decisions (what is a shape, what is noise, which winner to keep) are in
-//! `shoal_export::compare`; this reads the two tables, prints, and writes the kept table.
+//! `shoal_export::compare` and, for winners timed again side by side (`--retime`, see
+//! [`crate::retime`]), `shoal_export::paired`; this reads the two tables, prints, and writes
+//! the kept table.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,6 +31,21 @@ pub struct CompareArgs {
     /// Replace the files of an earlier table in DIR.
     #[arg(long)]
     pub force: bool,
+    /// Build each shape's old and new winner again and time them in alternation on this
+    /// machine (old, new, new, old, …), and judge from the rounds' new/old ratios: a change
+    /// counts when the ratio's 99 % interval lies wholly beyond --min-change. Load on the
+    /// machine falls on both winners alike, so the verdict holds where the recorded spreads
+    /// are too wide to see anything. Process-mode specs only.
+    #[arg(long)]
+    pub retime: bool,
+    /// With --retime: the spec to build the winners of a table file with (a session's winners
+    /// are built from that session's own spec).
+    #[arg(long, value_name = "SPEC", requires = "retime")]
+    pub spec: Option<PathBuf>,
+    /// With --retime: the most rounds a shape gets (fewer once its verdict is clear; at least 8).
+    #[arg(long, default_value_t = 20, value_name = "N", requires = "retime",
+          value_parser = clap::value_parser!(u32).range(8..=1000))]
+    pub rounds: u32,
 }
 
 /// The exit status when the two tunings could not be compared (a table that cannot be read, a
@@ -42,7 +59,21 @@ pub async fn run(args: CompareArgs, db: &Path) -> anyhow::Result<ExitCode> {
     );
     let old = table(&args.old, db).await?;
     let new = table(&args.new, db).await?;
-    let changes = compare::compare(&old, &new, args.min_change);
+    let mut changes = compare::compare(&old, &new, args.min_change);
+    if args.retime {
+        let spec = args.spec.as_deref();
+        let old_spec = crate::retime::spec_of(&args.old, db, spec).await?;
+        let new_spec = crate::retime::spec_of(&args.new, db, spec).await?;
+        crate::host::confine_children(None)?;
+        changes = crate::retime::retime(
+            changes,
+            &old_spec,
+            &new_spec,
+            args.rounds as usize,
+            args.min_change,
+        )
+        .await?;
+    }
     print!("{}", render(&changes));
     let counts = compare::counts(&changes);
     let n = |v: Verdict| counts.get(&v).copied().unwrap_or(0);
@@ -122,6 +153,7 @@ fn shape_columns(rows: &[TunedRow]) -> Vec<String> {
 }
 
 /// One line per shape: the shape, old and new time and winner, the change against the noise.
+/// Re-timed shapes show the medians of their rounds, and the rounds with the ratio's interval.
 fn render(changes: &[ShapeChange]) -> String {
     // Each winner's time with its own run-to-run spread, the noise the verdict weighs.
     let time = |r: &Option<TunedRow>| match r.as_ref().and_then(|r| r.time_us.map(|t| (t, r))) {
@@ -136,35 +168,46 @@ fn render(changes: &[ShapeChange]) -> String {
             .and_then(|r| r.best.as_ref())
             .map_or("-".to_string(), |b| b.key())
     };
-    let mut lines: Vec<Vec<String>> = vec![[
-        "shape",
-        "solver",
-        "old (us)",
-        "new (us)",
-        "change",
-        "noise",
-        "verdict",
-        "old winner",
-        "new winner",
-    ]
-    .map(String::from)
-    .to_vec()];
+    let any_retimed = changes.iter().any(|c| c.retimed.is_some());
+    let mut header = vec![
+        "shape", "solver", "old (us)", "new (us)", "change", "noise", "verdict",
+    ];
+    if any_retimed {
+        header.push("re-timed side by side");
+    }
+    header.extend(["old winner", "new winner"]);
+    let mut lines: Vec<Vec<String>> = vec![header.into_iter().map(String::from).collect()];
     for c in changes {
         let row = c.row();
         let new_winner = winner(&c.new);
         let same_winner = new_winner == winner(&c.old);
-        lines.push(vec![
+        let (old_time, new_time) = match &c.retimed {
+            Some(r) => (format!("{:.2}", r.old_us), format!("{:.2}", r.new_us)),
+            None => (time(&c.old), time(&c.new)),
+        };
+        let mut line = vec![
             row.shape.key(),
             row.solver.clone(),
-            time(&c.old),
-            time(&c.new),
+            old_time,
+            new_time,
             c.ratio
                 .map_or("-".to_string(), |r| format!("{:+.1}%", 100.0 * (r - 1.0))),
             format!("{:.1}%", c.noise_pct),
             c.verdict.as_str().to_string(),
+        ];
+        if any_retimed {
+            line.push(c.retimed.as_ref().map_or("-".to_string(), |r| {
+                format!(
+                    "{} rounds, new/old {:.3}..{:.3}",
+                    r.rounds, r.ratio_low, r.ratio_high
+                )
+            }));
+        }
+        line.extend([
             winner(&c.old),
             if same_winner { "=".into() } else { new_winner },
         ]);
+        lines.push(line);
     }
     shoal_export::text_columns(&lines, Align::Left, false)
 }

@@ -17,6 +17,7 @@ mod hostile;
 mod logging;
 mod metrics_endpoint;
 mod miopen;
+mod retime;
 mod run;
 mod ship;
 mod signals;

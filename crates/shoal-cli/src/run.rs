@@ -127,7 +127,7 @@ pub async fn watch_progress(
         };
         let get = |s: JobState| counts.get(&s).copied().unwrap_or(0);
         let (built, done) = built_and_done(&counts);
-        let eta = shoal_model::progress::estimate_eta(&shoal_model::progress::Pipeline {
+        let pipeline = shoal_model::progress::Pipeline {
             elapsed_s: start.elapsed().as_secs_f64(),
             total,
             built,
@@ -137,7 +137,22 @@ pub async fn watch_progress(
             timing_busy_s: timings_take_turns.then(|| {
                 (shoal_metrics::metrics().evaluator_busy_total() - busy_at_start).as_secs_f64()
             }),
-        });
+        };
+        let eta = shoal_model::progress::estimate_eta(&pipeline);
+        // The estimator's inputs, as a run can be recorded and replayed through it
+        // (`RUST_LOG=shoal::progress=debug`; shoal-model's tests/eta_recorded.rs).
+        tracing::debug!(
+            target: "shoal::progress",
+            elapsed_s = pipeline.elapsed_s,
+            total,
+            built,
+            built_at_start,
+            done,
+            done_at_start,
+            timing_busy_s = pipeline.timing_busy_s,
+            eta_s = eta,
+            "progress"
+        );
         let eta = eta.map_or("ETA …".to_string(), |s| {
             format!("ETA {}", shoal_model::progress::human_duration(s))
         });

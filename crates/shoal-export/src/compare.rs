@@ -52,6 +52,9 @@ pub struct ShapeChange {
     pub ratio: Option<f64>,
     /// The noise the change was measured against, in percent.
     pub noise_pct: f64,
+    /// The two winners timed side by side (`shoal compare --retime`), which the verdict was
+    /// then read from ([`crate::paired`]).
+    pub retimed: Option<crate::paired::Retimed>,
 }
 
 impl ShapeChange {
@@ -114,6 +117,7 @@ fn judge(old: Option<&TunedRow>, new: Option<&TunedRow>, floor_pct: f64) -> Shap
         verdict,
         ratio,
         noise_pct,
+        retimed: None,
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod compare;
 pub mod failures;
 pub mod files;
+pub mod paired;
 pub mod t4;
 
 use std::collections::BTreeMap;
