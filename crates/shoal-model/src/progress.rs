@@ -130,12 +130,18 @@ pub fn estimate_eta(p: &Pipeline) -> Option<f64> {
     }
     let built = p.built.saturating_sub(p.built_at_start);
     let timed = p.done.saturating_sub(p.done_at_start);
-    if let (Some(busy), true, true) = (p.timing_busy_s, built > 0, timed > 0) {
+    if let (Some(busy), true) = (p.timing_busy_s, timed > 0) {
         let per_timing = busy / timed as f64;
-        let per_build = (p.elapsed_s - busy).max(0.0) / built as f64;
-        let left =
-            p.total.saturating_sub(p.built) as f64 * per_build + remaining_done as f64 * per_timing;
-        return Some(left);
+        // A resumed tuning may have nothing left to build, and then no build cost to know.
+        let builds_left = p.total.saturating_sub(p.built);
+        let build_part = match (builds_left, built) {
+            (0, _) => Some(0.0),
+            (_, 0) => None,
+            (n, built) => Some(n as f64 * (p.elapsed_s - busy).max(0.0) / built as f64),
+        };
+        if let Some(build_part) = build_part {
+            return Some(build_part + remaining_done as f64 * per_timing);
+        }
     }
     let rate = |now: u64, start: u64| (now.saturating_sub(start)) as f64 / p.elapsed_s;
     let build_rate = rate(p.built, p.built_at_start);
@@ -157,7 +163,9 @@ pub fn estimate_eta(p: &Pipeline) -> Option<f64> {
     match (build_left, time_left) {
         (Some(b), Some(t)) => Some(b.max(t)),
         (None, t) => t,
-        (b, None) => b,
+        // Candidates are left to time and nothing says how fast (a resumed tuning whose builds
+        // were all done, before its first timing ends): unknown, not "done".
+        (Some(_), None) => None,
     }
 }
 
@@ -384,6 +392,35 @@ mod tests {
         assert_eq!(estimate_eta(&idle), None, "nothing to go on");
         let finished = Pipeline { done: 100, ..p };
         assert_eq!(estimate_eta(&finished), Some(0.0));
+    }
+
+    #[test]
+    fn a_resumed_tuning_with_every_build_done_waits_for_its_first_timing() {
+        let resumed = Pipeline {
+            elapsed_s: 0.3,
+            total: 484,
+            built: 484,
+            built_at_start: 484,
+            done: 93,
+            done_at_start: 93,
+            timing_busy_s: Some(0.0),
+        };
+        assert_eq!(estimate_eta(&resumed), None, "not 0: 391 are left");
+        assert_eq!(
+            estimate_eta(&Pipeline {
+                timing_busy_s: None,
+                ..resumed
+            }),
+            None
+        );
+        // 100 timed in 5 s of timing: 291 left at 50 ms each.
+        let later = Pipeline {
+            elapsed_s: 5.2,
+            done: 193,
+            timing_busy_s: Some(5.0),
+            ..resumed
+        };
+        assert!((estimate_eta(&later).unwrap() - 14.55).abs() < 1e-9);
     }
 
     #[test]
