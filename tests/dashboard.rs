@@ -190,6 +190,8 @@ fn every_page_renders_in_chromium_from_a_real_tuning() {
         types > 5 && helps == types,
         "{types} TYPE, {helps} HELP: {metrics}"
     );
+    let (_, body) = metrics.split_once("\r\n\r\n").unwrap();
+    common::promtool_check_metrics(body);
 
     let fleet = dom(&profile, &format!("{base}/fleet"));
     // The tuning process reported itself and said it stopped.

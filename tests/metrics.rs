@@ -9,13 +9,26 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// GET `path` over HTTP/1.1; returns (status line, content type, body).
+/// What Prometheus 2.x sends as its scrapes' `Accept` header.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+/// GET `path` over HTTP/1.1 as Prometheus asks; returns (status line, content type, body).
 fn get(port: u16, path: &str) -> (String, String, String) {
+    get_accepting(port, path, PROMETHEUS_ACCEPT)
+}
+
+/// GET `path` with an `Accept` header (none when empty).
+fn get_accepting(port: u16, path: &str, accept: &str) -> (String, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let accept = if accept.is_empty() {
+        String::new()
+    } else {
+        format!("Accept: {accept}\r\n")
+    };
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\n{accept}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut reply = String::new();
@@ -134,6 +147,15 @@ fn metrics_are_served_while_tuning_and_agree_with_the_store() {
         samples["shoal_evaluator_busy_seconds_total{device=\"cpu\"}"] > 0.0,
         "{samples:?}"
     );
+    // Without Prometheus's Accept header (curl, promtool): the classic text format, which
+    // Prometheus's own checker passes.
+    let (status, content_type, body) = get_accepting(port, "/metrics", "");
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    common::promtool_check_metrics(&body);
     assert_eq!(get(port, "/").0.split(' ').nth(1), Some("404"));
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);

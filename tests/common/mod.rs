@@ -178,3 +178,47 @@ pub fn write_replay_space(path: &Path) {
     let doc = serde_json::json!({"schema_version": "1.0.0", "metadata": {"timeunit": "milliseconds"}, "results": results});
     std::fs::write(path, serde_json::to_vec(&doc).unwrap()).unwrap();
 }
+
+/// Prometheus's own checker: `promtool check metrics` must pass `text` (the classic text format)
+/// with nothing to say. promtool is Debian's (`prometheus` package), unpacked by
+/// scripts/setup-debian under `~/.cache/shoal/prometheus` without installing the server; one on
+/// `PATH` is used first.
+pub fn promtool_check_metrics(text: &str) {
+    use std::io::Write;
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    let unpacked = cache.map(|c| c.join("shoal/prometheus/usr/bin/promtool"));
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("promtool"))
+            .find(|p| p.is_file())
+    });
+    let promtool = on_path
+        .or(unpacked.filter(|p| p.is_file()))
+        .expect("promtool is needed: run scripts/setup-debian (it unpacks Debian's `prometheus`)");
+    let mut child = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics ({:?}): {said}\n{text}",
+        out.status
+    );
+}

@@ -296,7 +296,8 @@ async fn session(
 
 /// `/metrics`: what `--metrics-addr` of `tune` and `worker` serves, for the store this
 /// dashboard reads: the jobs per state of the newest sessions and the store's outages, in the
-/// OpenMetrics text format, HELP and TYPE on every metric.
+/// OpenMetrics text format for Prometheus and the classic one for anything else
+/// (`shoal_metrics::Exposition`), HELP and TYPE on every metric.
 async fn metrics(State(web): State<Arc<Web>>, headers: HeaderMap, uri: Uri) -> Response {
     if let Some(r) = refusal(&web, &headers, &uri) {
         return r;
@@ -306,12 +307,12 @@ async fn metrics(State(web): State<Arc<Web>>, headers: HeaderMap, uri: Uri) -> R
         &crate::metrics_endpoint::Counted::Newest,
     )
     .await;
+    let format = shoal_metrics::Exposition::negotiate(
+        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+    );
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        shoal_metrics::metrics().render(),
+        [(header::CONTENT_TYPE, format.content_type())],
+        shoal_metrics::metrics().render_as(format),
     )
         .into_response()
 }

@@ -13,6 +13,7 @@
 //! content type says which it is). Names follow Prometheus's conventions: base units (seconds,
 //! ratios), `_total` on counters.
 
+pub mod exposition;
 mod server;
 
 use std::sync::atomic::AtomicU64;
@@ -26,6 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+pub use exposition::Exposition;
 pub use server::{serve, Collect, MetricsServer, ServeError};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -324,6 +326,14 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// Every metric in the format a scrape asked for ([`Exposition::negotiate`]).
+    pub fn render_as(&self, format: Exposition) -> String {
+        match format {
+            Exposition::OpenMetrics => self.render(),
+            Exposition::Text => exposition::openmetrics_to_text(&self.render()),
+        }
     }
 }
 

@@ -14,13 +14,10 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
-use crate::metrics;
+use crate::{metrics, Exposition};
 
 /// What a scrape refreshes first: the readings only the store or the broker has.
 pub type Collect = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
-
-/// The OpenMetrics text format, which Prometheus negotiates and reads.
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -93,11 +90,22 @@ pub async fn serve(
     })
 }
 
-async fn scrape(State(collect): State<Option<Collect>>) -> impl IntoResponse {
+async fn scrape(
+    State(collect): State<Option<Collect>>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
     if let Some(collect) = &collect {
         collect().await;
     }
-    ([(CONTENT_TYPE, OPENMETRICS)], metrics().render())
+    let format = Exposition::negotiate(
+        headers
+            .get(axum::http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+    );
+    (
+        [(CONTENT_TYPE, format.content_type())],
+        metrics().render_as(format),
+    )
 }
 
 #[cfg(test)]
@@ -129,7 +137,10 @@ mod tests {
             .unwrap();
         let reply = get(server.addr, "/metrics").await;
         assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
-        assert!(reply.contains(OPENMETRICS), "{reply}");
+        assert!(
+            reply.contains(Exposition::Text.content_type()),
+            "no Accept header, the classic format: {reply}"
+        );
         assert!(
             reply.contains("shoal_queue_messages{queue=\"t.compile.x86_64\"} 7"),
             "{reply}"
