@@ -42,8 +42,9 @@ pub struct CompareArgs {
     /// are built from that session's own spec).
     #[arg(long, value_name = "SPEC", requires = "retime")]
     pub spec: Option<PathBuf>,
-    /// With --retime: the most rounds a shape gets (fewer once its verdict is clear; at least 8).
-    #[arg(long, default_value_t = 20, value_name = "N", requires = "retime",
+    /// With --retime: the most rounds a shape gets (fewer once its verdict is clear; at least
+    /// 8). A round times each winner at least 6 times and keeps the fastest.
+    #[arg(long, default_value_t = 40, value_name = "N", requires = "retime",
           value_parser = clap::value_parser!(u32).range(8..=1000))]
     pub rounds: u32,
 }

@@ -21,6 +21,9 @@ use shoal_export::compare::ShapeChange;
 use shoal_export::paired::{self, PairedTimes};
 use shoal_model::{Outcome, Params, SessionId};
 
+/// Timed runs a side gets in each round, at least: the round's time is the fastest of them.
+const RUNS_PER_ROUND: usize = 6;
+
 /// Which of the two tunings a side is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Side {
@@ -159,7 +162,7 @@ async fn prepare<'a>(
 
 /// Times one winner once: the spec's warm-up and timed runs, of which the fastest counts.
 /// Not the spec's statistic: load on the machine only ever adds time, so the fastest run is
-/// the one least disturbed, and the rounds' ratios are the tighter for it.
+/// the one least disturbed, and the rounds' ratios are the tighter for it ([`RUNS_PER_ROUND`]).
 async fn time_once(ready: &Ready<'_>, shape: &Params, cpu: Option<usize>) -> Result<f64, String> {
     match command::evaluate(
         ready.spec,
@@ -225,6 +228,10 @@ pub async fn retime(
             .await
             .with_context(|| at(Side::New))?;
         let mut times = PairedTimes::default();
+        // Each round takes the fastest of at least RUNS_PER_ROUND timed runs a side, the
+        // spec's runs repeated as often as that takes, the two sides' turns interleaved.
+        let turns = |spec: &TuningSpec| RUNS_PER_ROUND.div_ceil(spec.run.repeat.max(1) as usize);
+        let turns = turns(old_spec).max(turns(new_spec));
         for round in 0..max_rounds {
             if !times.undecided(floor_pct) {
                 break;
@@ -235,16 +242,21 @@ pub async fn retime(
             } else {
                 [Side::New, Side::Old]
             };
-            for side in order {
-                let ready = if side == Side::Old { &old } else { &new };
-                let t = time_once(ready, &shape, cpu)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("{}: a run failed: {e}", at(side)))?;
-                match side {
-                    Side::Old => times.old_us.push(t),
-                    Side::New => times.new_us.push(t),
+            let (mut old_best, mut new_best) = (f64::INFINITY, f64::INFINITY);
+            for _ in 0..turns {
+                for side in order {
+                    let ready = if side == Side::Old { &old } else { &new };
+                    let t = time_once(ready, &shape, cpu)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{}: a run failed: {e}", at(side)))?;
+                    match side {
+                        Side::Old => old_best = old_best.min(t),
+                        Side::New => new_best = new_best.min(t),
+                    }
                 }
             }
+            times.old_us.push(old_best);
+            times.new_us.push(new_best);
         }
         let judged = paired::judge_retimed(change, Some(&times), floor_pct);
         if let Some(r) = &judged.retimed {

@@ -85,6 +85,11 @@ fn the_examples_eta_holds_beside_another_tuning() {
 }
 
 #[test]
+fn the_examples_eta_holds_with_adaptive_repeats() {
+    check("cpu-gemm-adaptive-idle.csv");
+}
+
+#[test]
 fn a_resumed_tunings_eta_holds() {
     check("cpu-gemm-resumed.csv");
 }
@@ -97,6 +102,7 @@ fn print_the_estimates_at_ten_twenty_five_and_fifty_percent() {
         "cpu-gemm-idle.csv",
         "cpu-gemm-loaded.csv",
         "cpu-gemm-resumed.csv",
+        "cpu-gemm-adaptive-idle.csv",
     ] {
         let ticks = recorded(name);
         let end = ticks.last().unwrap().elapsed_s;
