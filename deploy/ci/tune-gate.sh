@@ -22,7 +22,9 @@
 #   4. after: `shoal compare` of the kept table and the new one, shape by shape: both winners
 #      built from SPEC and timed in alternation on this machine, so that load on a shared CI
 #      runner falls on both alike (`--retime`), and a change counts only beyond the rounds'
-#      99 % interval;
+#      99 % interval. Both are built from SPEC, today's code: the gate judges the two tables'
+#      choices, as aiter's before/after check does (whether the code itself got slower is
+#      for `shoal compare OLD_SESSION NEW_SESSION --retime`, each side built from its own);
 #   5. gate: a regression (a shape slower beyond the noise, or without a winner) fails the run
 #      and leaves TABLE_DIR as it was; otherwise, when a shape improved (or there was no table
 #      yet), TABLE_DIR gets the better winner of each shape.
