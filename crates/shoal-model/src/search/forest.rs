@@ -12,7 +12,7 @@
 //! batch of 16 with near twins of its favourite), and lets each pick build on the last as a
 //! sequential search would. Measured over 1,000 seeds on the convolution space at 1 % of it,
 //! batches of 4 went from 1.473 to 1.410 of the optimum (median), batches of 16 from 1.502 to
-//! 1.483, for one refit per pick instead of one per batch (BENCHMARKS.md).
+//! 1.483, for one refit per pick instead of one per batch (docs/experiments/2026-11-26-believer-batches.md).
 //!
 //! The believed time is pessimistic: the trees' mean plus one spread, not the mean. A pick the
 //! forest is unsure of then makes its neighbourhood look worse, not merely known, so the next
@@ -39,14 +39,14 @@
 //! one parameter at a time, predict best; further away their mean is least trustworthy. On the
 //! three GPU GEMM spaces at 1 % of each, 16 in flight and refilled as the Scheduler refills them,
 //! the median went from 1.0749 / 1.0583 / 1.0571 of the optimum to 1.0530 / 1.0337 / 1.0488
-//! (1,000 seeds), and on convolution at 2 % from 1.128 to 1.074 (BENCHMARKS.md).
+//! (1,000 seeds), and on convolution at 2 % from 1.128 to 1.074 (docs/experiments/).
 //!
 //! It has no more than a twelfth of its budget out at once, at least 4 ([`Strategy::in_flight`]),
 //! however many slots are free. Every proposal made while others are out is made without their
 //! outcomes: with 16 out, a budget of 37 is a blind first 16 and barely two informed rounds. On
 //! the three GPU GEMM spaces, 16 in flight left the forest behind KernelTuner's best
 //! (sequential) strategy at 1 % and 2 % of each space, and 4 at 1 % and 6 at 2 % put it ahead
-//! or level in all six cells (1,000 seeds; BENCHMARKS.md, "How many out at once"). Slots it
+//! or level in all six cells (1,000 seeds; docs/experiments/2026-11-27-in-flight-limit.md). Slots it
 //! leaves go to the session's other shapes; Ax limits its Bayesian steps' parallelism the same
 //! way. A spec's `in_flight` overrides it, for a lone shape that must finish sooner.
 //!
@@ -138,7 +138,7 @@ impl Forest {
     /// forest left them unmeasured. Looking two parameters away from the best once stalled
     /// found the optimum in 64 runs of 100 instead of about 32. On convolution it costs a
     /// little reliability at 5 % (runs within 2 % of the optimum: 97 % to 94 %) and moves
-    /// nothing else beyond noise (BENCHMARKS.md). A patience of 24 found the optimum as often
+    /// nothing else beyond noise (docs/experiments/2026-11-27-stalled-best-two-parameters.md). A patience of 24 found the optimum as often
     /// (67 in 100) at a larger cost on convolution.
     fn stalled(&self) -> Option<&[u16]> {
         let (best, _) = self.best?;
@@ -420,7 +420,7 @@ impl Tree {
 /// only by their bootstrap samples and by those ties. With 16 to 200 measurements, a tree
 /// denied the one parameter that matters at a node splits on noise; over 3,000 seeds on the
 /// convolution space at 1 % with batches of 16, all of them took the median from 1.442 to
-/// 1.430, and at 2 % (1,000 seeds) from 1.111 to 1.074 (BENCHMARKS.md).
+/// 1.430, and at 2 % (1,000 seeds) from 1.111 to 1.074 (docs/experiments/).
 fn best_split(
     xs: &[&[u16]],
     ys: &[f64],
