@@ -292,11 +292,12 @@ fn winners_timed_side_by_side_tell_a_slowed_kernel_from_the_same_one() {
     tune(&slow, "t.db", "out2"); // session 2: other sources, another session
     tune(&orig, "u.db", "out3"); // the same code tuned again, elsewhere
 
-    // --min-change 5: the slowed kernel is 100 % slower, and two builds of the same code may
-    // differ by a few percent (code placement), which is not what this test is about.
+    // --min-change 20: the slowed kernel is 100 % slower. The same code's verdict is wrong
+    // in at most 1 % of shapes at the default 1 %; a test cannot afford even that, and the
+    // other tests of this binary run beside it, so it asks for a change of 20 % or more.
     let (code, stdout, stderr) = compare(
         d,
-        &["1", "2", "--db", "t.db", "--retime", "--min-change", "5"],
+        &["1", "2", "--db", "t.db", "--retime", "--min-change", "20"],
     );
     assert_eq!(
         code,
@@ -320,11 +321,14 @@ fn winners_timed_side_by_side_tell_a_slowed_kernel_from_the_same_one() {
             "--spec",
             spec,
             "--min-change",
-            "5",
+            "20",
         ],
     );
     assert_eq!(code, Some(0), "the same code:\n{stdout}{stderr}");
-    assert!(stdout.contains("regressed=0 lost=0 same=2"), "{stdout}");
+    // Not necessarily "same" twice: a tuning beside the other tests of this binary may pick a
+    // slower winner, and re-timed side by side the other table's is then rightly "improved".
+    assert!(stdout.contains("regressed=0 lost=0"), "{stdout}");
+    assert!(stdout.contains("re-timed side by side"), "{stdout}");
 
     // A table file says nothing of how to build its winners.
     let (code, _, stderr) = compare(d, &["out1", "out3", "--retime"]);

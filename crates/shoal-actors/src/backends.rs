@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use shoal_backend::miopen::MiopenBackend;
 use shoal_backend::replay::ReplayTime;
@@ -68,7 +68,10 @@ impl SessionBackends {
 
     /// Registers a backend already built (the CLI that created the session has the spec).
     pub fn insert(&self, session: SessionId, backend: SessionBackend) {
-        self.cache.lock().unwrap().insert(session, backend);
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(session, backend);
     }
 
     /// The backend of `session`, from the store on first use.
@@ -77,7 +80,12 @@ impl SessionBackends {
         store: &dyn Store,
         session: SessionId,
     ) -> Result<SessionBackend, ActorError> {
-        if let Some(b) = self.cache.lock().unwrap().get(&session) {
+        if let Some(b) = self
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&session)
+        {
             return Ok(b.clone());
         }
         let info = store

@@ -141,12 +141,12 @@ pub async fn load(store: &dyn Store, req: &JobsLoad) -> Result<Loaded, LoadJobsE
 
 /// The (compile, eval) steps named by `--fin-steps`: the perf pair or the find pair.
 fn steps_of(fin_steps: &[String]) -> Result<(Step, Step), LoadJobsError> {
-    let steps: Vec<&str> = fin_steps.iter().map(|s| s.as_str()).collect();
+    let steps: Vec<Option<Step>> = fin_steps.iter().map(|s| s.parse().ok()).collect();
     Ok(match steps[..] {
-        ["miopen_perf_compile", "miopen_perf_eval"] => {
+        [Some(Step::MiopenPerfCompile), Some(Step::MiopenPerfEval)] => {
             (Step::MiopenPerfCompile, Step::MiopenPerfEval)
         }
-        ["miopen_find_compile", "miopen_find_eval"] => {
+        [Some(Step::MiopenFindCompile), Some(Step::MiopenFindEval)] => {
             (Step::MiopenFindCompile, Step::MiopenFindEval)
         }
         _ => bail!(

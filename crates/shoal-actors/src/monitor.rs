@@ -161,14 +161,20 @@ async fn control_loop(
         match c {
             Control::Pause { device } => {
                 if let Some((_, switch)) = devices.iter().find(|(d, _)| d.id == device) {
-                    paused.lock().unwrap().insert(device.clone());
+                    paused
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(device.clone());
                     switch.send_replace(false);
                     tracing::warn!(%device, "device paused by an operator");
                 }
             }
             Control::Resume { device } => {
                 if let Some((_, switch)) = devices.iter().find(|(d, _)| d.id == device) {
-                    paused.lock().unwrap().remove(&device);
+                    paused
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&device);
                     // Healthy until the next probe says otherwise.
                     switch.send_replace(true);
                     tracing::info!(%device, "device resumed by an operator");
@@ -206,7 +212,10 @@ async fn probe_loop(
                 health.busy_percent,
                 health.clock_mhz,
             );
-            let is_paused = paused.lock().unwrap().contains(&device.id);
+            let is_paused = paused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&device.id);
             switch.send_replace(health.healthy && !is_paused);
             LAST_HEALTH
                 .lock()

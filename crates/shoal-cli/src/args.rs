@@ -216,8 +216,8 @@ pub enum Command {
         /// With --base, where both have an entry: `better` takes the faster one where the
         /// times compare (the base's find db has a time for that solver), else the session's;
         /// `newer` always takes the session's.
-        #[arg(long, requires = "base", value_parser = ["better", "newer"], default_value = "better")]
-        policy: String,
+        #[arg(long, requires = "base", value_enum, default_value_t = MergePolicy::Better)]
+        policy: MergePolicy,
         /// MIOpen: export only the results of configs with this tag (`import-configs -t`), e.g.
         /// one network of a session that tuned several.
         #[arg(short = 't', long)]
@@ -230,8 +230,8 @@ pub enum Command {
         /// `t4`: write the session as recorded search spaces in the T4 format instead, one
         /// `<solver>-<config>.T4.json` per problem (any backend), for search strategies to be
         /// developed and compared on, here or in KernelTuner.
-        #[arg(long, value_parser = ["table", "t4"], default_value = "table", conflicts_with = "cluster")]
-        format: String,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Table, conflicts_with = "cluster")]
+        format: ExportFormat,
         /// Cluster mode: ask the cluster's exporter (`shoal worker --role exporter`) to write the
         /// tuned table, or a MIOpen session's databases with the options above (--find-db,
         /// --perf-db, --kern-db, --user-db, --base, --policy, -t), into the directory on its
@@ -440,6 +440,33 @@ impl RestartableActor {
     }
 }
 
+/// `--policy` of a merge into MIOpen's databases, where both sides have an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MergePolicy {
+    /// The faster entry where the times compare, else the session's.
+    Better,
+    /// Always the session's.
+    Newer,
+}
+
+impl MergePolicy {
+    pub fn policy(self) -> shoal_miopen::export::merge::Policy {
+        match self {
+            MergePolicy::Better => shoal_miopen::export::merge::Policy::Better,
+            MergePolicy::Newer => shoal_miopen::export::merge::Policy::Newer,
+        }
+    }
+}
+
+/// `shoal export --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// The tuned table (`tuned.csv`, `tuned.json`), or a MIOpen session's databases.
+    Table,
+    /// Every candidate's time as recorded search spaces, one T4 file per problem.
+    T4,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum GoldenCommand {
     /// Merge a session's results into golden version V (created if missing), as `export
@@ -472,8 +499,8 @@ pub enum GoldenCommand {
         #[arg(long)]
         full_kdb: bool,
         /// Where both have an entry: `better` (the faster, where times compare) or `newer`.
-        #[arg(long, value_parser = ["better", "newer"], default_value = "better")]
-        policy: String,
+        #[arg(long, value_enum, default_value_t = MergePolicy::Better)]
+        policy: MergePolicy,
         /// Where the golden versions live (default: `<--db>.golden`).
         #[arg(long, value_name = "DIR")]
         golden_dir: Option<PathBuf>,

@@ -87,7 +87,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 kern_db,
                 user_db: user_db.then(|| miopen_version.unwrap_or_default()),
                 base_dir: base.map(|b| b.display().to_string()),
-                newer: policy == "newer",
+                newer: policy == crate::args::MergePolicy::Newer,
                 tag,
             };
             request_export(session, &out, options).await
@@ -95,10 +95,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export {
             session,
             out,
-            format,
+            format: crate::args::ExportFormat::T4,
             force,
             ..
-        } if format == "t4" => export_t4(&db, session, &out, force).await,
+        } => export_t4(&db, session, &out, force).await,
         Command::Export {
             session,
             out,
@@ -120,7 +120,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 perf_db,
                 kern_db,
                 user_db: user_db.then(|| miopen_version.unwrap_or_default()),
-                base: base.map(|b| (b, crate::miopen::export::policy(&policy))),
+                base: base.map(|b| (b, policy.policy())),
                 tag,
                 full_kdb,
             };
@@ -482,7 +482,7 @@ async fn golden(cmd: crate::args::GoldenCommand, db: &Path) -> anyhow::Result<Ex
                 &info,
                 &dir,
                 (golden_v, base_golden_v),
-                crate::miopen::export::policy(&policy),
+                policy.policy(),
                 which,
             )
             .await

@@ -33,7 +33,8 @@ pub struct CompareArgs {
     pub force: bool,
     /// Build each shape's old and new winner again and time them in alternation on this
     /// machine (old, new, new, old, …), and judge from the rounds' new/old ratios: a change
-    /// counts when the ratio's 99 % interval lies wholly beyond --min-change. Load on the
+    /// counts when the interval of their median lies wholly beyond --min-change (read every 10
+    /// rounds; a false verdict in 1 % of shapes at most, however many looks). Load on the
     /// machine falls on both winners alike, so the verdict holds where the recorded spreads
     /// are too wide to see anything. Process-mode specs only.
     #[arg(long)]
@@ -43,9 +44,9 @@ pub struct CompareArgs {
     #[arg(long, value_name = "SPEC", requires = "retime")]
     pub spec: Option<PathBuf>,
     /// With --retime: the most rounds a shape gets (fewer once its verdict is clear; at least
-    /// 8). A round times each winner at least 6 times and keeps the fastest.
+    /// 10). A round times each winner at least 6 times and keeps the fastest.
     #[arg(long, default_value_t = 40, value_name = "N", requires = "retime",
-          value_parser = clap::value_parser!(u32).range(8..=1000))]
+          value_parser = clap::value_parser!(u32).range(10..=1000))]
     pub rounds: u32,
 }
 

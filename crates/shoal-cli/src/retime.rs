@@ -209,6 +209,7 @@ pub async fn retime(
         .iter()
         .filter(|c| winner(c, Side::Old).is_some() && winner(c, Side::New).is_some())
         .count();
+    let looks = paired::Looks::new(max_rounds);
     let mut out = Vec::with_capacity(changes.len());
     let mut done = 0;
     for change in changes {
@@ -232,8 +233,8 @@ pub async fn retime(
         // spec's runs repeated as often as that takes, the two sides' turns interleaved.
         let turns = |spec: &TuningSpec| RUNS_PER_ROUND.div_ceil(spec.run.repeat.max(1) as usize);
         let turns = turns(old_spec).max(turns(new_spec));
-        for round in 0..max_rounds {
-            if !times.undecided(floor_pct) {
+        for round in 0..looks.max_rounds() {
+            if !times.undecided(floor_pct, looks) {
                 break;
             }
             // Old, new, then new, old: a drift within a round falls on each side in turn.
@@ -258,14 +259,14 @@ pub async fn retime(
             times.old_us.push(old_best);
             times.new_us.push(new_best);
         }
-        let judged = paired::judge_retimed(change, Some(&times), floor_pct);
+        let judged = paired::judge_retimed(change, Some(&times), floor_pct, looks);
         if let Some(r) = &judged.retimed {
             eprintln!(
-                "retime [{done}/{total}] {}: {} rounds, new/old {:.3} ({:.0} % interval {:.3}..{:.3}): {}",
+                "retime [{done}/{total}] {}: {} rounds, new/old {:.3} ({:.2} % interval {:.3}..{:.3}): {}",
                 shape.key(),
                 r.rounds,
                 r.ratio,
-                100.0 * paired::CONFIDENCE,
+                100.0 * r.confidence,
                 r.ratio_low,
                 r.ratio_high,
                 judged.verdict.as_str()

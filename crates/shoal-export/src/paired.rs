@@ -13,14 +13,49 @@ use shoal_model::repeats::median;
 
 use crate::compare::{ShapeChange, Verdict};
 
-/// The confidence of the interval a verdict is read from. A gate that fails a CI run must
-/// rarely fail one for nothing: with identical winners the interval lies wholly beyond the band
-/// on the slow side at most 0.5 % of the time.
+/// The confidence of a verdict. A gate that fails a CI run must rarely fail one for nothing:
+/// with identical winners, a shape is called slower at most 0.5 % of the time, however many
+/// times the rounds were looked at ([`Looks`]).
 pub const CONFIDENCE: f64 = 0.99;
 
-/// Rounds before a verdict is read, however clear the first ones look: the fewest whose
-/// whole range reaches [`CONFIDENCE`] (8 rounds: 1 - 2/2^8 = 99.2 %).
-pub const MIN_ROUNDS: usize = 8;
+/// Rounds between two looks at the rounds: a verdict is read only after 10, 20, … rounds and
+/// after the last one. Reading it after every round would give a false verdict many chances;
+/// each look is held to its share of `1 - CONFIDENCE` instead (Bonferroni).
+pub const LOOK_EVERY: usize = 10;
+
+/// When the rounds of a shape are looked at, and how sure each look must be.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Looks {
+    max_rounds: usize,
+}
+
+impl Looks {
+    /// The looks of a shape that gets at most `max_rounds` rounds (at least [`LOOK_EVERY`]).
+    pub fn new(max_rounds: usize) -> Looks {
+        Looks {
+            max_rounds: max_rounds.max(LOOK_EVERY),
+        }
+    }
+
+    pub fn max_rounds(self) -> usize {
+        self.max_rounds
+    }
+
+    /// How many looks there can be.
+    pub fn count(self) -> usize {
+        self.max_rounds.div_ceil(LOOK_EVERY)
+    }
+
+    /// The confidence of each look's interval: its share of what [`CONFIDENCE`] allows.
+    pub fn confidence(self) -> f64 {
+        1.0 - (1.0 - CONFIDENCE) / self.count() as f64
+    }
+
+    /// Whether a verdict is read after `rounds` rounds.
+    pub fn is_look(self, rounds: usize) -> bool {
+        rounds > 0 && (rounds.is_multiple_of(LOOK_EVERY) || rounds == self.max_rounds)
+    }
+}
 
 /// One shape's two winners, timed in alternating rounds: `old_us[i]` and `new_us[i]` are round
 /// `i`'s time of each (the fastest of the spec's timed runs in that round).
@@ -37,10 +72,11 @@ pub struct Retimed {
     /// Median of each winner's round times.
     pub old_us: f64,
     pub new_us: f64,
-    /// The median of the rounds' new/old ratios, and its [`CONFIDENCE`] interval.
+    /// The median of the rounds' new/old ratios, and its interval at `confidence`.
     pub ratio: f64,
     pub ratio_low: f64,
     pub ratio_high: f64,
+    pub confidence: f64,
 }
 
 impl PairedTimes {
@@ -54,10 +90,10 @@ impl PairedTimes {
             .collect()
     }
 
-    /// The median ratio and its [`CONFIDENCE`] interval, once there are rounds.
-    pub fn summary(&self) -> Option<Retimed> {
+    /// The median ratio and its interval at `confidence`, once there are rounds.
+    pub fn summary(&self, confidence: f64) -> Option<Retimed> {
         let ratios = self.ratios();
-        let (ratio_low, ratio_high) = median_interval(&ratios, CONFIDENCE)?;
+        let (ratio_low, ratio_high) = median_interval(&ratios, confidence)?;
         Some(Retimed {
             rounds: ratios.len(),
             old_us: median(&self.old_us),
@@ -65,16 +101,21 @@ impl PairedTimes {
             ratio: median(&ratios),
             ratio_low,
             ratio_high,
+            confidence,
         })
     }
 
-    /// Whether more rounds could change the verdict: false once [`MIN_ROUNDS`] are in and the
-    /// interval lies wholly beyond the band `floor_pct` on one side, or wholly inside it.
-    pub fn undecided(&self, floor_pct: f64) -> bool {
-        if self.ratios().len() < MIN_ROUNDS {
+    /// Whether to time another round: until a look ([`Looks::is_look`]) finds the interval
+    /// wholly beyond the band `floor_pct` on one side, or wholly inside it, or the rounds run out.
+    pub fn undecided(&self, floor_pct: f64, looks: Looks) -> bool {
+        let rounds = self.old_us.len().min(self.new_us.len());
+        if rounds >= looks.max_rounds() {
+            return false;
+        }
+        if !looks.is_look(rounds) {
             return true;
         }
-        let Some(r) = self.summary() else {
+        let Some(r) = self.summary(looks.confidence()) else {
             return true;
         };
         let (low, high) = band(floor_pct);
@@ -116,17 +157,18 @@ pub fn median_interval(samples: &[f64], confidence: f64) -> Option<(f64, f64)> {
     Some((s[k - 1], s[n - k]))
 }
 
-/// Judges a shape from its two winners timed side by side: regressed when the whole interval
-/// of the ratio lies above `1 + floor_pct %`, improved when it lies below `1 - floor_pct %`,
-/// the same otherwise. The noise shown is the interval's larger distance from the median.
-/// A shape that was not re-timed (`paired` is `None`, or every round failed) keeps the
-/// verdict it had.
+/// Judges a shape from its two winners timed side by side, at the confidence of each of
+/// `looks`: regressed when the whole interval of the ratio lies above `1 + floor_pct %`,
+/// improved when it lies below `1 - floor_pct %`, the same otherwise. The noise shown is the
+/// interval's larger distance from the median. A shape that was not re-timed (`paired` is
+/// `None`, or every round failed) keeps the verdict it had.
 pub fn judge_retimed(
     change: ShapeChange,
     paired: Option<&PairedTimes>,
     floor_pct: f64,
+    looks: Looks,
 ) -> ShapeChange {
-    let Some(r) = paired.and_then(PairedTimes::summary) else {
+    let Some(r) = paired.and_then(|p| p.summary(looks.confidence())) else {
         return change;
     };
     let (low, high) = band(floor_pct);
@@ -187,6 +229,36 @@ mod tests {
         }
     }
 
+    const LOOKS: Looks = Looks { max_rounds: 40 };
+
+    #[test]
+    fn each_look_gets_its_share_of_the_confidence() {
+        assert_eq!(LOOKS.count(), 4);
+        assert!((LOOKS.confidence() - 0.9975).abs() < 1e-12);
+        let looks: Vec<usize> = (1..=40).filter(|&n| LOOKS.is_look(n)).collect();
+        assert_eq!(looks, [10, 20, 30, 40]);
+        let odd = Looks::new(25);
+        assert_eq!(
+            (odd.count(), odd.is_look(25), odd.is_look(24)),
+            (3, true, false)
+        );
+        assert_eq!(
+            Looks::new(3).max_rounds(),
+            LOOK_EVERY,
+            "at least one full look"
+        );
+        // The first look's interval is the whole range of 10 rounds (99.8 % >= 99.75 %).
+        let r = paired(
+            &[100.0; 10],
+            &[
+                90.0, 99.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 130.0,
+            ],
+        )
+        .summary(LOOKS.confidence())
+        .unwrap();
+        assert_eq!((r.ratio_low, r.ratio_high), (0.9, 1.3));
+    }
+
     #[test]
     fn load_shared_by_both_winners_cancels_in_the_ratios() {
         // The machine's load swings each round's times by up to 4x; the new winner is the
@@ -198,50 +270,56 @@ mod tests {
             .enumerate()
             .map(|(i, l)| 100.0 * l * if i % 2 == 0 { 1.004 } else { 0.997 })
             .collect();
-        let c = judge_retimed(change(), Some(&paired(&old, &new)), 1.0);
+        let c = judge_retimed(change(), Some(&paired(&old, &new)), 1.0, LOOKS);
         assert_eq!(c.verdict, Verdict::Same, "{c:?}");
         assert!(c.noise_pct < 1.0, "{c:?}");
         assert!(
-            !paired(&old, &new).undecided(1.0),
-            "decided within the band"
+            !paired(&old, &new).undecided(1.0, LOOKS),
+            "decided within the band at the first look"
+        );
+        assert!(
+            paired(&old[..9], &new[..9]).undecided(1.0, LOOKS),
+            "no look before the tenth round"
         );
     }
 
     #[test]
     fn a_slower_winner_under_load_is_a_regression() {
-        let load = [1.0, 3.9, 1.2, 2.5, 1.0, 4.0, 1.7, 1.1, 2.2];
+        let load = [1.0, 3.9, 1.2, 2.5, 1.0, 4.0, 1.7, 1.1, 2.2, 1.6];
         let old: Vec<f64> = load.iter().map(|l| 100.0 * l).collect();
         let new: Vec<f64> = load.iter().map(|l| 130.0 * l).collect();
-        let c = judge_retimed(change(), Some(&paired(&old, &new)), 1.0);
+        let c = judge_retimed(change(), Some(&paired(&old, &new)), 1.0, LOOKS);
         assert_eq!(c.verdict, Verdict::Regressed);
         assert!((c.ratio.unwrap() - 1.3).abs() < 1e-9);
-        let c = judge_retimed(change(), Some(&paired(&new, &old)), 1.0);
+        let c = judge_retimed(change(), Some(&paired(&new, &old)), 1.0, LOOKS);
         assert_eq!(c.verdict, Verdict::Improved);
     }
 
     #[test]
     fn rounds_that_cannot_tell_are_undecided_and_the_same() {
         // Ratios all over the place: 0.8 .. 1.25.
-        let old = [100.0; 8];
-        let new = [80.0, 125.0, 95.0, 110.0, 90.0, 120.0, 104.0, 99.0];
+        let old = [100.0; 10];
+        let new = [
+            80.0, 125.0, 95.0, 110.0, 90.0, 120.0, 104.0, 99.0, 107.0, 93.0,
+        ];
         let p = paired(&old, &new);
-        assert!(p.undecided(1.0));
+        assert!(p.undecided(1.0, LOOKS));
         assert_eq!(
-            judge_retimed(change(), Some(&p), 1.0).verdict,
+            judge_retimed(change(), Some(&p), 1.0, LOOKS).verdict,
             Verdict::Same
         );
         assert!(
-            paired(&old[..3], &new[..3]).undecided(1.0),
-            "fewer than the minimum rounds"
+            !p.undecided(1.0, Looks::new(10)),
+            "the rounds ran out: no more"
         );
     }
 
     #[test]
     fn a_shape_not_retimed_keeps_its_verdict() {
-        let c = judge_retimed(change(), None, 1.0);
+        let c = judge_retimed(change(), None, 1.0, LOOKS);
         assert_eq!(c.verdict, Verdict::Regressed);
         assert!(c.retimed.is_none());
-        let c = judge_retimed(change(), Some(&paired(&[], &[])), 1.0);
+        let c = judge_retimed(change(), Some(&paired(&[], &[])), 1.0, LOOKS);
         assert_eq!(c.verdict, Verdict::Regressed);
     }
 }

@@ -6,8 +6,8 @@
 //! failed and restarted, and each restart had the broker deliver its held replies again until
 //! the delivery limit dead-lettered genuine results. [`PatientStore`] makes the outage a pause
 //! instead: every call that fails with [`StoreError::Unreachable`] is tried again, with backoff
-//! from 100 ms to 5 s, for up to its patience, and then returns as if nothing had happened. An
-//! answer — a row, a refusal, a constraint violation — is returned at once.
+//! from 100 ms to 2 s (`MAX_PAUSE`), for up to its patience, and then returns as if nothing had
+//! happened. An answer — a row, a refusal, a constraint violation — is returned at once.
 //!
 //! Two calls may write and fail at the commit, not knowing whether the commit applied:
 //! - [`Store::apply`] is retried only once it is known whether it applied: the jobs it changes

@@ -3,7 +3,7 @@
 //! it (`scripts/chaos` runs it while the cluster works and then looks for any effect).
 //!
 //! Why a command of the binary and not a script: the forgeries must be well-formed messages of
-//! this build's wire format (`shoal_model::envelope`, version 2, HMAC-SHA256) about real jobs,
+//! this build's wire format (`shoal_model::envelope`, `WIRE_VERSION`, HMAC-SHA256) about real jobs,
 //! so that only the signature — or, for `--signed`, only the value checks — stands between them
 //! and the store. Every message goes to the namespace's real queues and control topic:
 //! - random garbage bytes, an empty message, and the 15-byte length bomb (a string length of
@@ -199,7 +199,7 @@ fn signed_raw(key: &[u8], body: &[u8]) -> Vec<u8> {
 }
 
 /// The three forms of a forgery without the key: signed with a stranger's key, the version-1
-/// unsigned form, and version 2 with a zero tag.
+/// unsigned form, and this version (`WIRE_VERSION`) with a zero tag.
 fn unkeyed_forms(stranger: &Codec, msg: &Message) -> [Vec<u8>; 3] {
     let signed = stranger.encode(msg);
     let body = &signed[1 + TAG_BYTES..];

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub use shoal_actors::miopen_export::Which;
-use shoal_miopen::export::merge::Policy;
 use shoal_model::Session;
 use shoal_store::Store;
 
@@ -24,12 +23,4 @@ pub async fn export(
         println!("{line}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `--policy`, as clap reads it.
-pub fn policy(name: &str) -> Policy {
-    match name {
-        "newer" => Policy::Newer,
-        _ => Policy::Better,
-    }
 }
