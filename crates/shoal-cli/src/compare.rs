@@ -21,8 +21,11 @@ pub struct CompareArgs {
     pub old: String,
     /// The new tuning, named the same way.
     pub new: String,
-    /// The least change that counts, in percent, however small the winners' spreads are.
-    #[arg(long, default_value_t = 1.0, value_name = "PCT")]
+    /// The least change that counts, in percent, however small the winners' spreads are. Two
+    /// tunings of the same code on a busy machine can pick near-tied winners a few percent apart
+    /// (2.3 % measured on the example, re-timed side by side), which a gate should not call a
+    /// regression: hence 3.
+    #[arg(long, default_value_t = 3.0, value_name = "PCT")]
     pub min_change: f64,
     /// Write the table that keeps the better winner of each shape (the new one only where it
     /// improved beyond the noise, or is new) as `tuned.csv` and `tuned.json` into DIR.
