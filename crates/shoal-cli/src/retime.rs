@@ -9,8 +9,9 @@
 //! name), a table file's from `--spec`. Builds and runs go through the same sandbox as
 //! `shoal tune`'s.
 
+use std::collections::HashMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
@@ -127,31 +128,51 @@ fn split(spec: &TuningSpec, best: &Params) -> anyhow::Result<(Params, Params)> {
 /// One winner ready to run: its spec, artifact and parameters.
 struct Ready<'a> {
     spec: &'a TuningSpec,
-    artifact: std::path::PathBuf,
+    artifact: PathBuf,
     compile: Params,
     run: Params,
 }
 
-/// Builds `best` with `spec` into `cache` (once per build key) and splits its parameters.
+/// The artifacts built so far, by build key, in one directory.
+struct Built {
+    cache: ArtifactCache,
+    by_key: HashMap<String, PathBuf>,
+}
+
+/// Splits `best` into `spec`'s parameter sets and builds it, once per build key: the shapes
+/// whose winners share compile-time parameters, and an old and a new winner built from the
+/// same sources, share one build.
 async fn prepare<'a>(
     spec: &'a TuningSpec,
     best: &Params,
-    cache: &ArtifactCache,
+    built: &mut Built,
     work: &Path,
 ) -> anyhow::Result<Ready<'a>> {
     let (compile, run) = split(spec, best)?;
-    let artifact = command::build(spec, &compile, work)
-        .await
-        .map_err(|(kind, detail)| {
-            anyhow::anyhow!(
-                "building `{}` failed ({}): {detail}",
-                compile.key(),
-                kind.as_str()
-            )
-        })?;
-    let artifact = cache
-        .install(&artifact.hash, &artifact.packed)
-        .with_context(|| format!("installing an artifact in {}", cache.dir().display()))?;
+    let key = spec.build_key(&compile);
+    let artifact = match built.by_key.get(&key) {
+        Some(path) => path.clone(),
+        None => {
+            let artifact =
+                command::build(spec, &compile, work)
+                    .await
+                    .map_err(|(kind, detail)| {
+                        anyhow::anyhow!(
+                            "building `{}` failed ({}): {detail}",
+                            compile.key(),
+                            kind.as_str()
+                        )
+                    })?;
+            let path = built
+                .cache
+                .install(&artifact.hash, &artifact.packed)
+                .with_context(|| {
+                    format!("installing an artifact in {}", built.cache.dir().display())
+                })?;
+            built.by_key.insert(key, path.clone());
+            path
+        }
+    };
     Ok(Ready {
         spec,
         artifact,
@@ -201,8 +222,11 @@ pub async fn retime(
         .prefix("shoal-retime-")
         .tempdir()
         .context("a temporary directory for the builds")?;
-    let cache = ArtifactCache::new(work.path().join("artifacts"))
-        .context("a directory for the artifacts")?;
+    let mut built = Built {
+        cache: ArtifactCache::new(work.path().join("artifacts"))
+            .context("a directory for the artifacts")?,
+        by_key: HashMap::new(),
+    };
     // Timings are pinned to the core `shoal tune` times on, both winners to the same one.
     let cpu = Some(shoal_actors::topology::timing_core());
     let total = changes
@@ -222,10 +246,10 @@ pub async fn retime(
         done += 1;
         let shape = change.row().shape.clone();
         let at = |side: Side| format!("shape {} ({} winner)", shape.key(), side.as_str());
-        let old = prepare(old_spec, &old_best, &cache, work.path())
+        let old = prepare(old_spec, &old_best, &mut built, work.path())
             .await
             .with_context(|| at(Side::Old))?;
-        let new = prepare(new_spec, &new_best, &cache, work.path())
+        let new = prepare(new_spec, &new_best, &mut built, work.path())
             .await
             .with_context(|| at(Side::New))?;
         let mut times = PairedTimes::default();

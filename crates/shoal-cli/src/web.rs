@@ -307,14 +307,9 @@ async fn metrics(State(web): State<Arc<Web>>, headers: HeaderMap, uri: Uri) -> R
         &crate::metrics_endpoint::Counted::Newest,
     )
     .await;
-    let format = shoal_metrics::Exposition::negotiate(
-        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
-    );
-    (
-        [(header::CONTENT_TYPE, format.content_type())],
-        shoal_metrics::metrics().render_as(format),
-    )
-        .into_response()
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (content_type, body) = shoal_metrics::metrics().scrape(accept);
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 /// The files a session page offers: what `shoal export` writes (`tuned.csv`, `tuned.json`), and

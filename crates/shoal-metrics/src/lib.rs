@@ -328,12 +328,15 @@ impl Metrics {
         out
     }
 
-    /// Every metric in the format a scrape asked for ([`Exposition::negotiate`]).
-    pub fn render_as(&self, format: Exposition) -> String {
-        match format {
+    /// A scrape's answer: every metric in the format its `Accept` header asks for
+    /// ([`Exposition::negotiate`]), with that format's content type.
+    pub fn scrape(&self, accept: Option<&str>) -> (&'static str, String) {
+        let format = Exposition::negotiate(accept);
+        let body = match format {
             Exposition::OpenMetrics => self.render(),
             Exposition::Text => exposition::openmetrics_to_text(&self.render()),
-        }
+        };
+        (format.content_type(), body)
     }
 }
 

@@ -14,7 +14,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
-use crate::{metrics, Exposition};
+use crate::metrics;
 
 /// What a scrape refreshes first: the readings only the store or the broker has.
 pub type Collect = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
@@ -97,20 +97,17 @@ async fn scrape(
     if let Some(collect) = &collect {
         collect().await;
     }
-    let format = Exposition::negotiate(
-        headers
-            .get(axum::http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok()),
-    );
-    (
-        [(CONTENT_TYPE, format.content_type())],
-        metrics().render_as(format),
-    )
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let (content_type, body) = metrics().scrape(accept);
+    ([(CONTENT_TYPE, content_type)], body)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Exposition;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn get(addr: SocketAddr, path: &str) -> String {
