@@ -59,6 +59,9 @@ pub struct WorkerOptions {
     pub devices: Vec<Device>,
     /// The argv of a library-mode runner (`shoal_backend::library::runner_program`).
     pub runner_program: Vec<String>,
+    /// What the actors are doing, for this process's presence record (the same value the
+    /// presence writer was given).
+    pub activity: crate::presence::Activity,
 }
 
 /// A running worker process.
@@ -132,6 +135,7 @@ pub fn plan(ns: &Namespace, opts: &WorkerOptions) -> Result<Topology, ActorError
         exporter: roles.exporter.then(|| ExporterPlan::OnControlTopic {
             export_dir: opts.export_dir.clone(),
         }),
+        activity: opts.activity.clone(),
         control: true,
     })
 }
@@ -153,6 +157,11 @@ pub async fn start(
 
 impl Worker {
     /// Completes when an operator asked this host's workers to drain.
+    /// Where this process learns that one of its actors gave up ([`Running::give_up`]).
+    pub fn give_up(&self) -> shutdown::GiveUp {
+        self.running.give_up()
+    }
+
     pub fn drain_requested(&self) -> shutdown::Signal {
         self.running.drain_requested()
     }

@@ -2,10 +2,12 @@
 //! compile-time parameter set once in a child process (own process group, timeout), stores the
 //! artifact under its content hash, and replies for every job that shares the build.
 //!
-//! Each slot is a loop with its own consumer at prefetch 1, so a slot takes a request only when
-//! it can start it: the number of slots is the compile concurrency.
+//! Each slot is an actor ([`CompileSlot`], run by [`Served`]) with its own consumer at prefetch
+//! 1, so a slot takes a request only when it can start it: the number of slots is the compile
+//! concurrency.
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,8 +20,9 @@ use shoal_store::Store;
 use tokio::sync::RwLock;
 
 use crate::backends::SessionBackends;
+use crate::serving::{served, Local, Served, Service};
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{supervise, Backoff};
+use crate::supervise::Backoff;
 use crate::ActorError;
 
 /// What a Compiler needs. `cpu_gate`, when set, is shared with a CPU Evaluator: builds hold it
@@ -37,95 +40,142 @@ pub struct CompilerConfig {
     pub worker: String,
     pub cpu_gate: Option<Arc<RwLock<()>>>,
     pub delivery_limit: u32,
+    /// Where this process's presence record learns which jobs are being built.
+    pub activity: crate::presence::Activity,
     /// How long a compile slot may fail run after run (a full disk) before the process gives
     /// up (see [`Backoff::give_up_after`]).
     pub give_up_after: std::time::Duration,
 }
 
-pub struct Compiler {
-    config: CompilerConfig,
-    stop: Signal,
-    guard: DrainGuard,
-}
+/// The Compiler of a process: one [`CompileSlot`] actor per queue and slot.
+pub struct Compiler;
 
 impl Compiler {
-    pub fn new(config: CompilerConfig, stop: Signal, guard: DrainGuard) -> Self {
-        Compiler {
-            config,
-            stop,
-            guard,
-        }
-    }
-}
-
-impl Actor for Compiler {
-    type Context = Context<Self>;
-
-    fn started(&mut self, _ctx: &mut Self::Context) {
-        for queue in &self.config.queues {
-            for slot in 0..self.config.slots {
-                let config = self.config.clone();
-                let stop = self.stop.clone();
-                let queue = queue.clone();
-                supervise(
-                    format!("compiler[{queue}#{slot}]"),
-                    Backoff {
-                        give_up_after: self.config.give_up_after,
-                        ..Backoff::default()
-                    },
-                    self.stop.clone(),
-                    self.guard.clone(),
-                    move || compile_loop(config.clone(), queue.clone(), slot, stop.clone()),
-                );
+    /// Starts the slots, each under actix's `Supervisor`: a slot that fails restarts alone, so
+    /// that one failed build does not cancel the other slots' work.
+    pub fn start(config: CompilerConfig, stop: Signal, guard: DrainGuard) {
+        for queue in &config.queues {
+            for slot in 0..config.slots {
+                let service = CompileSlot {
+                    cfg: config.clone(),
+                    queue: queue.clone(),
+                    slot,
+                };
+                Served::start(service, stop.clone(), guard.clone());
             }
         }
     }
 }
 
-async fn compile_loop(
+/// One compile slot: builds one request at a time, from its own consumer of its queue at
+/// prefetch 1, in its own work directory.
+pub(crate) struct CompileSlot {
     cfg: CompilerConfig,
     queue: String,
     slot: usize,
-    mut stop: Signal,
-) -> Result<(), ActorError> {
-    let results = cfg.bus.namespace().results_queue();
-    let opts = QueueOptions::limited(cfg.delivery_limit);
-    cfg.bus.declare_queue(&queue, &opts).await?;
-    cfg.bus.declare_queue(&results, &opts).await?;
-    let mut consumer = cfg.bus.consume(&queue, 1).await?;
-    let work_dir = cfg.work_dir.join(format!("compile-{slot}"));
-    std::fs::create_dir_all(&work_dir)
-        .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", work_dir.display())))?;
-    while let Some((req, delivery)) = crate::next_request(
-        cfg.bus.codec(),
-        &mut *consumer,
-        &mut stop,
-        &queue,
-        "compile",
-        |m| match m {
-            Message::Compile(r) => Some(r),
-            _ => None,
-        },
-    )
-    .await?
-    {
+}
+
+/// A compile request and its delivery, settled once its reply is confirmed.
+pub(crate) struct Build(CompileRequest, shoal_bus::Delivery);
+
+impl Service for CompileSlot {
+    type Request = Build;
+    /// The slot's work directory.
+    type State = PathBuf;
+
+    fn name(&self) -> String {
+        format!("compiler[{}#{}]", self.queue, self.slot)
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff {
+            give_up_after: self.cfg.give_up_after,
+            ..Backoff::default()
+        }
+    }
+
+    fn fresh_state(&self) -> Result<PathBuf, ActorError> {
+        let work_dir = self.cfg.work_dir.join(format!("compile-{}", self.slot));
+        std::fs::create_dir_all(&work_dir)
+            .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", work_dir.display())))?;
+        Ok(work_dir)
+    }
+
+    fn feed(
+        self: Rc<Self>,
+        to: Addr<Served<Self>>,
+        mut stop: Signal,
+    ) -> Local<'static, Result<(), ActorError>> {
+        Box::pin(async move {
+            let cfg = &self.cfg;
+            let results = cfg.bus.namespace().results_queue();
+            let opts = QueueOptions::limited(cfg.delivery_limit);
+            cfg.bus.declare_queue(&self.queue, &opts).await?;
+            cfg.bus.declare_queue(&results, &opts).await?;
+            let mut consumer = cfg.bus.consume(&self.queue, 1).await?;
+            while let Some((req, delivery)) = crate::next_request(
+                cfg.bus.codec(),
+                &mut *consumer,
+                &mut stop,
+                &self.queue,
+                "compile",
+                |m| match m {
+                    Message::Compile(r) => Some(r),
+                    _ => None,
+                },
+            )
+            .await?
+            {
+                if !served(&to, Build(req, delivery)).await {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn serve<'a>(
+        &'a self,
+        work_dir: &'a mut PathBuf,
+        Build(req, delivery): Build,
+        stop: &'a Signal,
+    ) -> Local<'a, Result<(), ActorError>> {
+        Box::pin(self.build_request(work_dir, req, delivery, stop.clone()))
+    }
+
+    fn finish<'a>(&'a self, _: &'a mut PathBuf) -> Local<'a, Result<(), ActorError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+impl CompileSlot {
+    /// Builds one request and replies for every job that shares the build.
+    async fn build_request(
+        &self,
+        work_dir: &Path,
+        req: CompileRequest,
+        delivery: shoal_bus::Delivery,
+        mut stop: Signal,
+    ) -> Result<(), ActorError> {
+        let (cfg, queue, slot) = (&self.cfg, &self.queue, self.slot);
+        let results = cfg.bus.namespace().results_queue();
         tracing::debug!(queue = %queue, slot, build = %req.build_key, "compile request received");
         // A redelivered request may name attempts the store has moved past (its lease ran out
         // and the job was dispatched again): those are not built again.
         let mut req = req;
-        req.jobs = current_jobs(&cfg, req.jobs, delivery.delivery_count).await?;
+        req.jobs = current_jobs(cfg, req.jobs, delivery.delivery_count).await?;
         if req.jobs.is_empty() {
             tracing::debug!(queue = %queue, build = %req.build_key, "stale compile request skipped");
             delivery.ack().await?;
-            continue;
+            return Ok(());
         }
         // Build only a candidate of the session's registered spec: a request whose parameters
         // are not one (a forgery, a corrupted message) is refused before anything runs. (A
         // backend that cannot be loaded now is a failure of the machinery, reported below.)
-        if let Some(reason) = refusal(&cfg, &req).await {
+        if let Some(reason) = refusal(cfg, &req).await {
             tracing::error!(queue = %queue, reason = %reason, "dead-lettering a message");
             delivery.dead_letter(reason).await?;
-            continue;
+            return Ok(());
         }
         let started = ReplyBody::Started {
             session: req.session,
@@ -136,14 +186,14 @@ async fn compile_loop(
         crate::publish(&*cfg.bus, &results, &Message::Reply(started)).await?;
 
         let t0 = Instant::now();
-        let build = build(&cfg, &req, &work_dir);
+        let build = build(cfg, &req, work_dir);
         let beat = ReplyBody::Heartbeat {
             session: req.session,
             phase: Phase::Compile,
             jobs: req.jobs.clone(),
             worker: cfg.worker.clone(),
         };
-        let build = crate::with_heartbeats(&*cfg.bus, &results, beat, build);
+        let build = crate::with_heartbeats(&cfg.activity, &*cfg.bus, &results, beat, build);
         let result = tokio::select! {
             r = build => r,
             _ = stop.triggered() => {
@@ -171,7 +221,7 @@ async fn compile_loop(
                 )
                 .await?;
                 delivery.ack().await?;
-                continue;
+                return Ok(());
             }
             Err(BuildEnd::Failed(kind, detail)) => Err((kind, detail)),
             Ok(hash) => Ok(hash),
@@ -214,8 +264,8 @@ async fn compile_loop(
         });
         crate::publish_reply(&*cfg.bus, &results, &Message::Reply(reply)).await?;
         delivery.ack().await?;
+        Ok(())
     }
-    Ok(())
 }
 
 /// Why a request must not be built, if it must not: its parameters are not a candidate of the

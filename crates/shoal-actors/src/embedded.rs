@@ -41,6 +41,9 @@ pub struct EmbeddedOptions {
     pub devices: Vec<Device>,
     /// The argv of a library-mode runner (`shoal_backend::library::runner_program`).
     pub runner_program: Vec<String>,
+    /// What the actors are doing, for this process's presence record (the same value the
+    /// presence writer was given).
+    pub activity: crate::presence::Activity,
 }
 
 /// The running actors.
@@ -117,6 +120,7 @@ pub fn plan(
             })
             .collect(),
         exporter: Some(ExporterPlan::InProcess),
+        activity: opts.activity.clone(),
         control: false,
     })
 }
@@ -167,6 +171,11 @@ impl Embedded {
         self.running.stop(STOP_DEADLINE).await?;
         crate::scheduler::requeue_in_flight(&*self.store, self.session).await?;
         Ok(())
+    }
+
+    /// Where this process learns that one of its actors gave up ([`Running::give_up`]).
+    pub fn give_up(&self) -> crate::shutdown::GiveUp {
+        self.running.give_up()
     }
 
     /// A trigger that starts the same shutdown from another thread (a signal handler).

@@ -7,13 +7,14 @@
 //! disturbs a timing.
 //!
 //! **The device never waits for the broker.** A request's reply is published and, once the
-//! broker confirms it, its delivery acked, by a task of its own ([`Replies`]), while the loop
+//! broker confirms it, its delivery acked, by a task of its own ([`Replies`]), while the actor
 //! goes on to the next request, which the consumer already holds ([`PREFETCH`]), and the
 //! request's started notice is confirmed while the device already works. So a short evaluation
 //! waits for no round trip at all. The invariants stay: a
 //! delivery is acked only after its reply is confirmed, and one timing at a time per device.
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -27,8 +28,9 @@ use shoal_store::Store;
 use tokio::sync::{watch, RwLock};
 
 use crate::backends::SessionBackends;
+use crate::serving::{served, Local, Served, Service};
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{supervise, Backoff};
+use crate::supervise::Backoff;
 use crate::ActorError;
 
 #[derive(Clone)]
@@ -52,6 +54,8 @@ pub struct EvaluatorConfig {
     pub device_gate: Option<Arc<RwLock<()>>>,
     /// Device health, fed by the GpuMonitor's events: false pauses consumption.
     pub healthy: watch::Receiver<bool>,
+    /// Where this process's presence record learns which jobs are being timed.
+    pub activity: crate::presence::Activity,
     pub delivery_limit: u32,
     /// The argv of this device's library-mode runner (`shoal_backend::library::runner_program`).
     pub runner_program: Vec<String>,
@@ -60,55 +64,123 @@ pub struct EvaluatorConfig {
     pub give_up_after: std::time::Duration,
 }
 
-pub struct Evaluator {
-    config: EvaluatorConfig,
-    stop: Signal,
-    guard: DrainGuard,
+/// One device's Evaluator, as an actor ([`Served`]): a request at a time, timed on its device.
+pub(crate) struct Evaluator {
+    cfg: EvaluatorConfig,
 }
 
 impl Evaluator {
-    pub fn new(config: EvaluatorConfig, stop: Signal, guard: DrainGuard) -> Self {
-        Evaluator {
-            config,
-            stop,
-            guard,
+    /// Starts the Evaluator under actix's `Supervisor`.
+    pub fn start(config: EvaluatorConfig, stop: Signal, guard: DrainGuard) {
+        Served::start(Evaluator { cfg: config }, stop, guard);
+    }
+}
+
+/// What a run of an Evaluator keeps between requests.
+pub(crate) struct EvalRun {
+    cache: ArtifactCache,
+    eval_dir: PathBuf,
+    /// The device's runner for library-mode specs: started on first use, killed with the run.
+    runner: RunnerSlot,
+    replies: Replies,
+}
+
+/// An eval request and its delivery, settled once its reply is confirmed.
+pub(crate) struct Evaluate(shoal_model::message::EvalRequest, shoal_bus::Delivery);
+
+impl Service for Evaluator {
+    type Request = Evaluate;
+    type State = EvalRun;
+
+    fn name(&self) -> String {
+        format!("evaluator[{}]", self.cfg.device)
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff {
+            give_up_after: self.cfg.give_up_after,
+            ..Backoff::default()
         }
     }
-}
 
-impl Actor for Evaluator {
-    type Context = Context<Self>;
-
-    fn started(&mut self, _ctx: &mut Self::Context) {
-        let config = self.config.clone();
-        let stop = self.stop.clone();
-        supervise(
-            format!("evaluator[{}]", self.config.device),
-            Backoff {
-                give_up_after: self.config.give_up_after,
-                ..Backoff::default()
+    /// The artifact cache, the evaluation directory, no runner yet and no replies in flight.
+    fn fresh_state(&self) -> Result<EvalRun, ActorError> {
+        let cfg = &self.cfg;
+        let cache_dir = cfg.work_dir.join("artifacts");
+        let cache = ArtifactCache::new(cache_dir.clone()).map_err(|e| {
+            ActorError::Other(format!("artifact cache {}: {e}", cache_dir.display()))
+        })?;
+        let eval_dir = cfg.work_dir.join(format!("eval-{}", cfg.device));
+        std::fs::create_dir_all(&eval_dir)
+            .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", eval_dir.display())))?;
+        Ok(EvalRun {
+            cache,
+            eval_dir,
+            runner: RunnerSlot::new(cfg.runner_program.clone()),
+            replies: Replies {
+                tasks: tokio::task::JoinSet::new(),
             },
-            self.stop.clone(),
-            self.guard.clone(),
-            move || eval_loop(config.clone(), stop.clone()),
-        );
+        })
     }
-}
 
-/// Declares the loop's queues and makes its directories: the results queue's name, the
-/// artifact cache and the evaluation directory.
-async fn prepare(cfg: &EvaluatorConfig) -> Result<(String, ArtifactCache, PathBuf), ActorError> {
-    let results = cfg.bus.namespace().results_queue();
-    let opts = QueueOptions::limited(cfg.delivery_limit);
-    cfg.bus.declare_queue(&cfg.queue, &opts).await?;
-    cfg.bus.declare_queue(&results, &opts).await?;
-    let cache_dir = cfg.work_dir.join("artifacts");
-    let cache = ArtifactCache::new(cache_dir.clone())
-        .map_err(|e| ActorError::Other(format!("artifact cache {}: {e}", cache_dir.display())))?;
-    let eval_dir = cfg.work_dir.join(format!("eval-{}", cfg.device));
-    std::fs::create_dir_all(&eval_dir)
-        .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", eval_dir.display())))?;
-    Ok((results, cache, eval_dir))
+    /// Declares the queues, then takes requests while the device is healthy.
+    fn feed(
+        self: Rc<Self>,
+        to: Addr<Served<Self>>,
+        mut stop: Signal,
+    ) -> Local<'static, Result<(), ActorError>> {
+        Box::pin(async move {
+            let cfg = &self.cfg;
+            let results = cfg.bus.namespace().results_queue();
+            let opts = QueueOptions::limited(cfg.delivery_limit);
+            cfg.bus.declare_queue(&cfg.queue, &opts).await?;
+            cfg.bus.declare_queue(&results, &opts).await?;
+            let mut healthy = cfg.healthy.clone();
+            let mut consumer = cfg.bus.consume(&cfg.queue, PREFETCH).await?;
+            loop {
+                // Paused while the device is unhealthy.
+                while !*healthy.borrow() {
+                    tracing::warn!(device = %cfg.device, "device unhealthy; evaluation paused");
+                    tokio::select! {
+                        r = healthy.changed() => if r.is_err() { return Ok(()) },
+                        _ = stop.triggered() => return Ok(()),
+                    }
+                }
+                let Some((req, delivery)) = crate::next_request(
+                    cfg.bus.codec(),
+                    &mut *consumer,
+                    &mut stop,
+                    &cfg.queue,
+                    "eval",
+                    |m| match m {
+                        Message::Eval(r) => Some(r),
+                        _ => None,
+                    },
+                )
+                .await?
+                else {
+                    return Ok(());
+                };
+                if !served(&to, Evaluate(req, delivery)).await {
+                    return Ok(());
+                }
+            }
+        })
+    }
+
+    fn serve<'a>(
+        &'a self,
+        run: &'a mut EvalRun,
+        Evaluate(req, delivery): Evaluate,
+        stop: &'a Signal,
+    ) -> Local<'a, Result<(), ActorError>> {
+        Box::pin(self.evaluate_request(run, req, delivery, stop.clone()))
+    }
+
+    /// The replies already computed are sent and their deliveries acked.
+    fn finish<'a>(&'a self, run: &'a mut EvalRun) -> Local<'a, Result<(), ActorError>> {
+        Box::pin(run.replies.drain())
+    }
 }
 
 /// Requests a consumer holds: the one being timed and the next, so the next is at hand when a
@@ -169,61 +241,27 @@ fn flatten(done: Result<Result<(), ActorError>, tokio::task::JoinError>) -> Resu
     done.map_err(|e| ActorError::Other(format!("reply task: {e}")))?
 }
 
-async fn eval_loop(cfg: EvaluatorConfig, stop: Signal) -> Result<(), ActorError> {
-    let mut replies = Replies {
-        tasks: tokio::task::JoinSet::new(),
-    };
-    let run = eval_requests(&cfg, stop, &mut replies).await;
-    // Whatever ended the loop, the replies already computed are sent and their deliveries acked.
-    let drained = replies.drain().await;
-    run.and(drained)
-}
-
-async fn eval_requests(
-    cfg: &EvaluatorConfig,
-    mut stop: Signal,
-    replies: &mut Replies,
-) -> Result<(), ActorError> {
-    let cfg = cfg.clone();
-    let (results, cache, eval_dir) = prepare(&cfg).await?;
-    let mut healthy = cfg.healthy.clone();
-    let mut consumer = cfg.bus.consume(&cfg.queue, PREFETCH).await?;
-    // The device's runner for library-mode specs: started on first use, killed with this loop.
-    let runner = RunnerSlot::new(cfg.runner_program.clone());
-    loop {
-        // Paused while the device is unhealthy.
-        while !*healthy.borrow() {
-            tracing::warn!(device = %cfg.device, "device unhealthy; evaluation paused");
-            tokio::select! {
-                r = healthy.changed() => if r.is_err() { return Ok(()) },
-                _ = stop.triggered() => return Ok(()),
-            }
-        }
-        let Some((req, delivery)) = crate::next_request(
-            cfg.bus.codec(),
-            &mut *consumer,
-            &mut stop,
-            &cfg.queue,
-            "eval",
-            |m| match m {
-                Message::Eval(r) => Some(r),
-                _ => None,
-            },
-        )
-        .await?
-        else {
-            return Ok(());
-        };
-        let items = current_items(&cfg, req.items, delivery.delivery_count).await?;
+impl Evaluator {
+    /// Times one request's items and sends its reply in the background ([`Replies`]).
+    async fn evaluate_request(
+        &self,
+        run: &mut EvalRun,
+        req: shoal_model::message::EvalRequest,
+        delivery: shoal_bus::Delivery,
+        mut stop: Signal,
+    ) -> Result<(), ActorError> {
+        let cfg = &self.cfg;
+        let results = cfg.bus.namespace().results_queue();
+        let items = current_items(cfg, req.items, delivery.delivery_count).await?;
         if items.is_empty() {
             delivery.ack().await?;
-            continue;
+            return Ok(());
         }
         // Run only candidates of the session's registered spec (see the Compiler).
-        if let Some(reason) = refusal(&cfg, req.session, &items).await {
+        if let Some(reason) = refusal(cfg, req.session, &items).await {
             tracing::error!(queue = %cfg.queue, reason = %reason, "dead-lettering a message");
             delivery.dead_letter(reason).await?;
-            continue;
+            return Ok(());
         }
         let refs: Vec<_> = items.iter().map(|i| i.job).collect();
         let notice = |started: bool| {
@@ -250,13 +288,13 @@ async fn eval_requests(
         // the two in order.
         let started_notice = Message::Reply(notice(true));
         let started = crate::publish(&*cfg.bus, &results, &started_notice);
-        let dirs = (&cache, eval_dir.as_path(), &runner);
+        let dirs = (&run.cache, run.eval_dir.as_path(), &run.runner);
         let work = async {
             let clock = std::time::Instant::now();
-            let timed = evaluate(&cfg, (req.session, req.step), &items, dirs).await;
+            let timed = evaluate(cfg, (req.session, req.step), &items, dirs).await;
             (timed, clock.elapsed())
         };
-        let work = crate::with_heartbeats(&*cfg.bus, &results, notice(false), work);
+        let work = crate::with_heartbeats(&cfg.activity, &*cfg.bus, &results, notice(false), work);
         let (timed, busy) = tokio::select! {
             (sent, done) = async { tokio::join!(started, work) } => {
                 // A notice the broker would not take is no reason to drop the measurements:
@@ -298,7 +336,7 @@ async fn eval_requests(
             .await?;
             if outcomes.is_empty() {
                 delivery.ack().await?;
-                continue;
+                return Ok(());
             }
         }
         // A full disk (an artifact that cannot be installed) is this host's state: hand the
@@ -329,7 +367,7 @@ async fn eval_requests(
             device: cfg.device.clone(),
             busy_us: u64::try_from(busy.as_micros()).unwrap_or(u64::MAX),
         });
-        replies.send(cfg.bus.clone(), reply, delivery).await?;
+        run.replies.send(cfg.bus.clone(), reply, delivery).await
     }
 }
 

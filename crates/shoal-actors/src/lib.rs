@@ -10,7 +10,11 @@
 //!   state change is committed (Scheduler). A worker that dies leaves its delivery unacked, and
 //!   the bus delivers it again.
 //! - A fault in tuned code ends a child process and becomes an outcome; it never stops an actor.
-//!   A failure of the machinery restarts the failing loop with backoff ([`supervise`]).
+//!   A failure of the machinery, or a panic, stops the actor, and actix's `Supervisor` starts it
+//!   again with fresh state after a backoff ([`supervise::RestartPace`]).
+//! - Each actor's state is its own: work arrives as typed actix messages from thin adapters of
+//!   the bus, and no state is shared through statics ([`presence::Activity`] and
+//!   [`shutdown::GiveUp`] are passed to the actors that need them).
 
 pub mod backends;
 pub mod cluster;
@@ -27,6 +31,7 @@ pub mod monitor;
 pub mod presence;
 mod restart;
 pub mod scheduler;
+mod serving;
 pub mod shipped;
 pub mod shutdown;
 pub mod supervise;
@@ -166,11 +171,12 @@ pub(crate) async fn hand_back(
 /// heartbeat that cannot be sent is logged, not fatal: the work goes on, and if the broker stays
 /// away the lease runs out and the job is tried again elsewhere, which is what it is for. While
 /// it runs, the jobs it names are this process's held jobs in its presence record
-/// ([`presence::hold`]).
+/// ([`presence::Activity::hold`]).
 ///
 /// [`ReplyBody::Heartbeat`]: shoal_model::message::ReplyBody::Heartbeat
 /// [`HEARTBEAT_EVERY`]: shoal_model::message::HEARTBEAT_EVERY
 pub(crate) async fn with_heartbeats<F: std::future::Future>(
+    activity: &presence::Activity,
     bus: &dyn shoal_bus::Bus,
     queue: &str,
     beat: shoal_model::message::ReplyBody,
@@ -179,9 +185,9 @@ pub(crate) async fn with_heartbeats<F: std::future::Future>(
     let every = shoal_model::message::HEARTBEAT_EVERY;
     let _held = match &beat {
         shoal_model::message::ReplyBody::Heartbeat { jobs, .. } => {
-            presence::hold(jobs.iter().map(|j| j.job))
+            activity.hold(jobs.iter().map(|j| j.job))
         }
-        _ => presence::hold([]),
+        _ => activity.hold([]),
     };
     let beat = shoal_model::Message::Reply(beat);
     tokio::pin!(work);
@@ -259,7 +265,7 @@ mod heartbeat_tests {
             worker: "w".into(),
         };
         let work = tokio::time::sleep(HEARTBEAT_EVERY * 5 / 2);
-        super::with_heartbeats(&*bus, &queue, beat.clone(), async {
+        super::with_heartbeats(&Default::default(), &*bus, &queue, beat.clone(), async {
             work.await;
             42
         })

@@ -5,8 +5,8 @@
 //! Probes may block (sysfs reads, later NVML and HIP calls), so they run on the blocking pool,
 //! never on the actix thread that every actor shares.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -16,35 +16,47 @@ use shoal_model::message::{DeviceHealth, Event};
 use shoal_model::Message;
 use tokio::sync::watch;
 
+use crate::presence::Activity;
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{supervise, Backoff};
+use crate::supervise::{Backoff, Restart, RestartPace};
 use crate::ActorError;
 
-/// What the last probe of each device in this process found, and whether an operator paused it:
-/// read by the presence record (`crate::presence`), so that `shoal workers` shows the health the
-/// Evaluators act on, without probing a second time.
-static LAST_HEALTH: Mutex<BTreeMap<String, (shoal_gpu::Health, bool)>> =
-    Mutex::new(BTreeMap::new());
-
-/// The last probe of `device` in this process and whether it is paused; `None` before the first.
-pub fn last_health(device: &str) -> Option<(shoal_gpu::Health, bool)> {
-    LAST_HEALTH
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(device)
-        .cloned()
-}
-
+/// The GpuMonitor actor. Its state — each device's health switch and the devices an operator
+/// paused — is its own; work arrives as messages: [`Probe`] from its timer, [`Pause`] and
+/// [`Resume`] from the control topic's adapter. A probe that fails (the broker gone) stops it,
+/// and actix's `Supervisor` starts it again after a backoff.
 pub struct GpuMonitor {
     bus: Arc<dyn Bus>,
     host: String,
     devices: Vec<Device>,
     interval: Duration,
-    /// Per device: the switch its Evaluator watches.
+    /// Per device: the switch its Evaluators watch.
     switches: HashMap<String, watch::Sender<bool>>,
+    /// Devices an operator paused: their switches stay off whatever their health.
+    paused: HashSet<String>,
+    /// Where each probe is recorded for this process's presence record ([`crate::presence`]),
+    /// so that `shoal workers` shows the health the Evaluators act on.
+    activity: Activity,
     stop: Signal,
     guard: DrainGuard,
+    pace: RestartPace,
+    finished: bool,
 }
+
+/// Probe every device now.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Probe;
+
+/// An operator paused `device`: its Evaluators stop consuming, whatever its health.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Pause(pub String);
+
+/// An operator resumed `device`: healthy until the next probe says otherwise.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Resume(pub String);
 
 impl GpuMonitor {
     /// Watches `devices` (the host's, as `shoal_gpu::discover` found them), so the caller can
@@ -54,6 +66,7 @@ impl GpuMonitor {
         host: String,
         devices: Vec<Device>,
         interval: Duration,
+        activity: Activity,
         stop: Signal,
         guard: DrainGuard,
     ) -> Self {
@@ -70,8 +83,12 @@ impl GpuMonitor {
             devices,
             interval,
             switches,
+            paused: HashSet::new(),
+            activity,
             stop,
             guard,
+            pace: RestartPace::new("gpu_monitor", Backoff::default()),
+            finished: false,
         }
     }
 
@@ -83,74 +100,162 @@ impl GpuMonitor {
     pub fn health_switch(&self, device: &str) -> Option<watch::Receiver<bool>> {
         self.switches.get(device).map(|s| s.subscribe())
     }
+
+    /// Starts the actor under actix's `Supervisor`.
+    pub fn start_supervised(self) -> Addr<Self> {
+        Supervisor::start(|_| self)
+    }
+
+    /// A run: the first probe now, the control topic's adapter, and the end at the stop signal.
+    fn begin(&mut self, ctx: &mut Context<Self>) {
+        ctx.notify(Probe);
+        let feed = control_feed(
+            ctx.address(),
+            self.bus.clone(),
+            self.host.clone(),
+            self.stop.clone(),
+        );
+        ctx.spawn(feed.into_actor(self).map(|out, act, ctx| match out {
+            Ok(()) => act.finish(ctx),
+            Err(e) => act.failed(ctx, e.to_string()),
+        }));
+    }
+
+    fn failed(&mut self, ctx: &mut Context<Self>, failure: String) {
+        if self.stop.is_triggered() {
+            return self.finish(ctx);
+        }
+        if let Restart::GiveUp(reason) = self.pace.failed(&failure) {
+            self.guard.give_up().give_up(reason);
+            return self.finish(ctx);
+        }
+        ctx.stop();
+    }
+
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        self.finished = true;
+        ctx.stop();
+    }
+
+    /// What a probe found: each switch follows its device's health, unless paused.
+    fn probed(&mut self, healths: Vec<(String, shoal_gpu::Health)>) {
+        for (device, health) in healths {
+            let Some(switch) = self.switches.get(&device) else {
+                continue;
+            };
+            if *switch.borrow() != health.healthy {
+                tracing::warn!(device = %device, healthy = health.healthy, detail = %health.detail, "device health changed");
+            }
+            let is_paused = self.paused.contains(&device);
+            switch.send_replace(health.healthy && !is_paused);
+            self.activity.probed(&device, health, is_paused);
+        }
+    }
 }
 
 impl Actor for GpuMonitor {
     type Context = Context<Self>;
 
-    fn started(&mut self, _ctx: &mut Self::Context) {
-        let bus = self.bus.clone();
-        let host = self.host.clone();
-        let devices = self.devices.clone();
-        let switches: Vec<(Device, watch::Sender<bool>)> = devices
-            .iter()
-            .filter_map(|d| Some((d.clone(), self.switches.get(&d.id)?.clone())))
-            .collect();
-        let interval = self.interval;
-        let stop = self.stop.clone();
-        let paused: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
-        {
-            let (bus, host, switches, paused, stop) = (
-                self.bus.clone(),
-                self.host.clone(),
-                switches.clone(),
-                paused.clone(),
-                self.stop.clone(),
-            );
-            supervise(
-                "gpu_monitor.control".into(),
-                Backoff::default(),
-                self.stop.clone(),
-                self.guard.clone(),
-                move || {
-                    control_loop(
-                        bus.clone(),
-                        host.clone(),
-                        switches.clone(),
-                        paused.clone(),
-                        stop.clone(),
-                    )
-                },
-            );
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.finished || self.stop.is_triggered() {
+            self.finished = true;
+            ctx.stop();
+            return;
         }
-        supervise(
-            "gpu_monitor".into(),
-            Backoff::default(),
-            self.stop.clone(),
-            self.guard.clone(),
-            move || {
-                probe_loop(
-                    bus.clone(),
-                    host.clone(),
-                    switches.clone(),
-                    paused.clone(),
-                    interval,
-                    stop.clone(),
-                )
-            },
-        );
+        let delay = self.pace.starting();
+        if delay.is_zero() {
+            return self.begin(ctx);
+        }
+        ctx.run_later(delay, |act, ctx| act.begin(ctx));
     }
 }
 
-type Paused = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
+impl Supervised for GpuMonitor {}
 
-/// Operators pause and resume devices with control messages (`<host>.monitor` or
-/// `any.monitor`): a paused device's Evaluators stop consuming, whatever its health.
-async fn control_loop(
+impl Handler<Probe> for GpuMonitor {
+    type Result = ();
+
+    /// Probes every device on the blocking pool (probes may block), publishes each health
+    /// event, then sets the switches; the next probe after the interval.
+    fn handle(&mut self, _: Probe, ctx: &mut Context<Self>) {
+        let (bus, host, devices) = (self.bus.clone(), self.host.clone(), self.devices.clone());
+        let probe = async move {
+            let topic = bus.namespace().events_topic();
+            let mut healths = Vec::with_capacity(devices.len());
+            for device in devices {
+                let d = device.clone();
+                let health = tokio::task::spawn_blocking(move || {
+                    shoal_gpu::probe(&SystemRoot::default(), &d)
+                })
+                .await
+                .map_err(|e| ActorError::Other(format!("probe task: {e}")))?;
+                shoal_metrics::metrics().device_probed(
+                    &device.id,
+                    health.healthy,
+                    health.temperature_c,
+                    health.busy_percent,
+                    health.clock_mhz,
+                );
+                let event = Message::Event(Event::Health(DeviceHealth {
+                    host: host.clone(),
+                    device: device.id.clone(),
+                    healthy: health.healthy,
+                    detail: health.detail.clone(),
+                }));
+                bus.publish_topic(
+                    &topic,
+                    &format!("health.{host}.{}", device.id),
+                    bus.codec().encode(&event),
+                )
+                .await?;
+                healths.push((device.id, health));
+            }
+            Ok::<_, ActorError>(healths)
+        };
+        ctx.wait(probe.into_actor(self).map(|out, act, ctx| match out {
+            Ok(healths) => {
+                act.probed(healths);
+                if !act.stop.is_triggered() {
+                    ctx.notify_later(Probe, act.interval);
+                }
+            }
+            Err(e) => act.failed(ctx, e.to_string()),
+        }));
+    }
+}
+
+impl Handler<Pause> for GpuMonitor {
+    type Result = ();
+
+    fn handle(&mut self, Pause(device): Pause, _: &mut Context<Self>) {
+        if let Some(switch) = self.switches.get(&device) {
+            switch.send_replace(false);
+            tracing::warn!(%device, "device paused by an operator");
+            self.paused.insert(device);
+        }
+    }
+}
+
+impl Handler<Resume> for GpuMonitor {
+    type Result = ();
+
+    fn handle(&mut self, Resume(device): Resume, _: &mut Context<Self>) {
+        if let Some(switch) = self.switches.get(&device) {
+            // Healthy until the next probe says otherwise.
+            switch.send_replace(true);
+            tracing::info!(%device, "device resumed by an operator");
+            self.paused.remove(&device);
+        }
+    }
+}
+
+/// The control topic's adapter: operators pause and resume devices with control messages
+/// (`<host>.monitor` or `any.monitor`), sent on to the monitor as [`Pause`] and [`Resume`].
+/// Ends at the stop signal.
+async fn control_feed(
+    monitor: Addr<GpuMonitor>,
     bus: Arc<dyn Bus>,
     host: String,
-    devices: Vec<(Device, watch::Sender<bool>)>,
-    paused: Paused,
     mut stop: Signal,
 ) -> Result<(), ActorError> {
     let mut inbox =
@@ -158,87 +263,16 @@ async fn control_loop(
             .await?;
     use shoal_model::message::Control;
     while let Some(c) = inbox.next(&mut stop).await? {
-        match c {
-            Control::Pause { device } => {
-                if let Some((_, switch)) = devices.iter().find(|(d, _)| d.id == device) {
-                    paused
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(device.clone());
-                    switch.send_replace(false);
-                    tracing::warn!(%device, "device paused by an operator");
-                }
-            }
-            Control::Resume { device } => {
-                if let Some((_, switch)) = devices.iter().find(|(d, _)| d.id == device) {
-                    paused
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(&device);
-                    // Healthy until the next probe says otherwise.
-                    switch.send_replace(true);
-                    tracing::info!(%device, "device resumed by an operator");
-                }
-            }
-            _ => {}
+        let sent = match c {
+            Control::Pause { device } => monitor.send(Pause(device)).await,
+            Control::Resume { device } => monitor.send(Resume(device)).await,
+            _ => Ok(()),
+        };
+        if sent.is_err() {
+            break;
         }
     }
     Ok(())
-}
-
-async fn probe_loop(
-    bus: Arc<dyn Bus>,
-    host: String,
-    devices: Vec<(Device, watch::Sender<bool>)>,
-    paused: Paused,
-    interval: Duration,
-    mut stop: Signal,
-) -> Result<(), ActorError> {
-    let topic = bus.namespace().events_topic();
-    loop {
-        for (device, switch) in &devices {
-            let d = device.clone();
-            let health =
-                tokio::task::spawn_blocking(move || shoal_gpu::probe(&SystemRoot::default(), &d))
-                    .await
-                    .map_err(|e| ActorError::Other(format!("probe task: {e}")))?;
-            if *switch.borrow() != health.healthy {
-                tracing::warn!(device = %device.id, healthy = health.healthy, detail = %health.detail, "device health changed");
-            }
-            shoal_metrics::metrics().device_probed(
-                &device.id,
-                health.healthy,
-                health.temperature_c,
-                health.busy_percent,
-                health.clock_mhz,
-            );
-            let is_paused = paused
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(&device.id);
-            switch.send_replace(health.healthy && !is_paused);
-            LAST_HEALTH
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(device.id.clone(), (health.clone(), is_paused));
-            let event = Message::Event(Event::Health(DeviceHealth {
-                host: host.clone(),
-                device: device.id.clone(),
-                healthy: health.healthy,
-                detail: health.detail,
-            }));
-            bus.publish_topic(
-                &topic,
-                &format!("health.{host}.{}", device.id),
-                bus.codec().encode(&event),
-            )
-            .await?;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = stop.triggered() => return Ok(()),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -258,11 +292,12 @@ mod tests {
             "host1:77".into(),
             shoal_gpu::discover(&SystemRoot::default(), None),
             Duration::from_secs(60),
+            Activity::default(),
             signal,
             drain.guard(),
         );
         let mut switch = monitor.health_switch("cpu").unwrap();
-        monitor.start();
+        monitor.start_supervised();
         let send = |c: Control| {
             let bus = bus.clone();
             async move {

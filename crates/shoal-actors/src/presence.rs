@@ -5,9 +5,8 @@
 //!
 //! The jobs a process holds are those it is building or timing right now: every build and
 //! evaluation already runs inside [`crate::with_heartbeats`] (the per-job lease renewals), which
-//! records its jobs here for as long as it runs ([`hold`]). The registry is per process, as the
-//! record is. Device health is the GpuMonitor's last probe ([`crate::monitor::last_health`]),
-//! not a probe of its own.
+//! records its jobs in the process's [`Activity`] for as long as it runs ([`Activity::hold`]).
+//! Device health is the GpuMonitor's last probe, kept there too, not a probe of its own.
 //!
 //! A write that fails (the database restarting) is logged and tried at the next beat: presence
 //! is for people, and never stops the work.
@@ -23,26 +22,69 @@ use shoal_store::Store;
 
 use crate::shutdown::Signal;
 
-/// Jobs being built or timed in this process, with how many holders each has.
-static HELD: Mutex<BTreeMap<JobId, usize>> = Mutex::new(BTreeMap::new());
+/// What this process is doing now, as its presence record shows it: the jobs it is building or
+/// timing (with how many holders each has), and each device's last probe with whether an
+/// operator paused it. One per process, created by the command that starts the actors and
+/// handed to them and to the presence writer ([`run`]); cheap to clone (the clones share it).
+#[derive(Clone, Debug, Default)]
+pub struct Activity {
+    held: Arc<Mutex<BTreeMap<JobId, usize>>>,
+    health: Arc<Mutex<BTreeMap<String, (shoal_gpu::Health, bool)>>>,
+}
 
 /// Jobs held while this value lives.
-pub(crate) struct Holding(Vec<JobId>);
+pub(crate) struct Holding {
+    jobs: Vec<JobId>,
+    held: Arc<Mutex<BTreeMap<JobId, usize>>>,
+}
 
-/// Records `jobs` as held by this process until the returned value is dropped.
-pub(crate) fn hold(jobs: impl IntoIterator<Item = JobId>) -> Holding {
-    let jobs: Vec<JobId> = jobs.into_iter().collect();
-    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-    for j in &jobs {
-        *held.entry(*j).or_default() += 1;
+impl Activity {
+    /// Records `jobs` as held by this process until the returned value is dropped.
+    pub(crate) fn hold(&self, jobs: impl IntoIterator<Item = JobId>) -> Holding {
+        let jobs: Vec<JobId> = jobs.into_iter().collect();
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        for j in &jobs {
+            *held.entry(*j).or_default() += 1;
+        }
+        Holding {
+            jobs,
+            held: self.held.clone(),
+        }
     }
-    Holding(jobs)
+
+    /// The jobs this process is building or timing now, in id order.
+    pub fn held_jobs(&self) -> Vec<JobId> {
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Records the GpuMonitor's last probe of `device`, and whether it is paused.
+    pub(crate) fn probed(&self, device: &str, health: shoal_gpu::Health, paused: bool) {
+        self.health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(device.to_string(), (health, paused));
+    }
+
+    /// The last probe of `device` in this process and whether it is paused; `None` before the
+    /// first.
+    pub fn last_health(&self, device: &str) -> Option<(shoal_gpu::Health, bool)> {
+        self.health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(device)
+            .cloned()
+    }
 }
 
 impl Drop for Holding {
     fn drop(&mut self) {
-        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-        for j in &self.0 {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        for j in &self.jobs {
             if let Some(n) = held.get_mut(j) {
                 *n -= 1;
                 if *n == 0 {
@@ -51,15 +93,6 @@ impl Drop for Holding {
             }
         }
     }
-}
-
-/// The jobs this process is building or timing now, in id order.
-pub fn held_jobs() -> Vec<JobId> {
-    HELD.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .keys()
-        .copied()
-        .collect()
 }
 
 /// Who this process is, for its presence record.
@@ -72,6 +105,8 @@ pub struct Identity {
     /// The devices whose health each beat reports.
     pub devices: Vec<Device>,
     pub started_ms: i64,
+    /// What the process's actors are doing, which each beat reports.
+    pub activity: Activity,
 }
 
 impl Identity {
@@ -84,7 +119,7 @@ impl Identity {
             version: self.version.clone(),
             roles: self.roles.clone(),
             devices: health,
-            jobs: held_jobs(),
+            jobs: self.activity.held_jobs(),
             heartbeat_ms: i64::try_from(every.as_millis()).unwrap_or(i64::MAX),
             started_ms: self.started_ms,
             last_seen_ms: now_ms,
@@ -93,13 +128,13 @@ impl Identity {
     }
 }
 
-/// Each device as the GpuMonitor of this process last saw it ([`crate::monitor::last_health`]);
+/// Each device as the GpuMonitor of this process last saw it ([`Activity::last_health`]);
 /// before its first probe, healthy (as the Evaluators' switches start) and said not probed yet.
-fn device_health(devices: &[Device]) -> Vec<DevicePresence> {
+fn device_health(devices: &[Device], activity: &Activity) -> Vec<DevicePresence> {
     devices
         .iter()
         .map(|d| {
-            let (healthy, detail) = match crate::monitor::last_health(&d.id) {
+            let (healthy, detail) = match activity.last_health(&d.id) {
                 Some((h, paused)) => (
                     h.healthy,
                     if paused {
@@ -131,12 +166,20 @@ pub async fn run(store: Arc<dyn Store>, me: Identity, every: Duration, mut stop:
             _ = tick.tick() => {}
             _ = stop.triggered() => break,
         }
-        let record = me.record(crate::now_ms(), every, device_health(&me.devices));
+        let record = me.record(
+            crate::now_ms(),
+            every,
+            device_health(&me.devices, &me.activity),
+        );
         if let Err(e) = store.put_worker(&record).await {
             tracing::warn!(error = %e, "presence not written; trying again at the next beat");
         }
     }
-    let mut record = me.record(crate::now_ms(), every, device_health(&me.devices));
+    let mut record = me.record(
+        crate::now_ms(),
+        every,
+        device_health(&me.devices, &me.activity),
+    );
     record.stopped_ms = Some(record.last_seen_ms);
     if let Err(e) = store.put_worker(&record).await {
         tracing::warn!(error = %e, "the stop was not recorded; readers will call this worker stale");
@@ -154,19 +197,14 @@ mod tests {
 
     #[test]
     fn held_jobs_are_those_of_live_holdings() {
-        let a = hold([JobId(900_001), JobId(900_002)]);
-        let b = hold([JobId(900_002)]);
-        // The registry is the process's: other tests hold other ids meanwhile.
-        let mine = |ids: Vec<JobId>| -> Vec<JobId> {
-            ids.into_iter()
-                .filter(|j| (900_001..=900_002).contains(&j.0))
-                .collect()
-        };
-        assert_eq!(mine(held_jobs()), vec![JobId(900_001), JobId(900_002)]);
+        let activity = Activity::default();
+        let a = activity.hold([JobId(900_001), JobId(900_002)]);
+        let b = activity.clone().hold([JobId(900_002)]);
+        assert_eq!(activity.held_jobs(), vec![JobId(900_001), JobId(900_002)]);
         drop(a);
-        assert_eq!(mine(held_jobs()), vec![JobId(900_002)]);
+        assert_eq!(activity.held_jobs(), vec![JobId(900_002)]);
         drop(b);
-        assert!(mine(held_jobs()).is_empty());
+        assert!(activity.held_jobs().is_empty());
     }
 
     #[tokio::test]
@@ -180,10 +218,12 @@ mod tests {
             roles: vec!["eval".into()],
             devices: shoal_gpu::simulated(2),
             started_ms: crate::now_ms(),
+            activity: Activity::default(),
         };
+        let activity = me.activity.clone();
         let (trigger, signal) = crate::shutdown::channel();
         let task = tokio::spawn(run(store.clone(), me, Duration::from_millis(20), signal));
-        let _held = hold([JobId(900_100)]);
+        let _held = activity.hold([JobId(900_100)]);
         tokio::time::sleep(Duration::from_millis(120)).await;
         let live = store.workers().await.unwrap();
         assert_eq!(live.len(), 1);

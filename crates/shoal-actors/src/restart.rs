@@ -37,11 +37,12 @@ pub(crate) fn restartable(
     running.push(name);
     let mut requests = restarts.subscribe();
     actix::spawn(async move {
+        let give_up = parent_guard.give_up();
         let _parent_guard = parent_guard;
         let mut generation = 0u32;
         loop {
             let (trigger, signal) = shutdown::channel();
-            let drain = Drain::new();
+            let drain = Drain::with_give_up(give_up.clone());
             start(signal, drain.guard());
             let restart = loop {
                 tokio::select! {

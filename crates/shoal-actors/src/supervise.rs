@@ -37,8 +37,89 @@ impl Default for Backoff {
     }
 }
 
+/// What to do after a failure, by [`RestartPace::failed`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// Start again after this delay.
+    After(Duration),
+    /// Every run has failed for [`Backoff::give_up_after`]: stop for good, with this reason
+    /// (passed to [`crate::shutdown::GiveUp::give_up`]).
+    GiveUp(String),
+}
+
+/// The one place that decides when a failed actor or loop starts again: [`Backoff`]'s delays,
+/// reset after a run of a minute, and giving up after [`Backoff::give_up_after`] of runs that
+/// all failed. Kept by the actor across its restarts (actix restarts the same actor value).
+#[derive(Debug)]
+pub struct RestartPace {
+    name: String,
+    backoff: Backoff,
+    next_delay: Duration,
+    /// When the current run started.
+    run_started: Option<tokio::time::Instant>,
+    /// Since when every run has failed.
+    failing_since: Option<tokio::time::Instant>,
+    /// The delay before the next start (zero for the first).
+    pending: Duration,
+}
+
+impl RestartPace {
+    pub fn new(name: impl Into<String>, backoff: Backoff) -> Self {
+        RestartPace {
+            name: name.into(),
+            next_delay: backoff.initial,
+            backoff,
+            run_started: None,
+            failing_since: None,
+            pending: Duration::ZERO,
+        }
+    }
+
+    /// A run starts now; returns how long to wait before it does its first work (the backoff
+    /// of the failure before, if any).
+    pub fn starting(&mut self) -> Duration {
+        self.run_started = Some(tokio::time::Instant::now());
+        std::mem::take(&mut self.pending)
+    }
+
+    /// The current run failed with `failure`: logs it, counts the restart, and says what next.
+    pub fn failed(&mut self, failure: &str) -> Restart {
+        tracing::error!(actor = %self.name, error = %failure, "failed; restarting");
+        shoal_metrics::metrics().loop_restarted(&self.name);
+        let started = self.run_started.unwrap_or_else(tokio::time::Instant::now);
+        if started.elapsed() > Duration::from_secs(60) {
+            self.next_delay = self.backoff.initial;
+            self.failing_since = None;
+        }
+        let since = *self.failing_since.get_or_insert(started);
+        if since.elapsed() >= self.backoff.give_up_after {
+            let reason = format!(
+                "{} has failed for {}s without a successful run; last error: {failure}",
+                self.name,
+                since.elapsed().as_secs()
+            );
+            tracing::error!(actor = %self.name, "giving up: {reason}");
+            return Restart::GiveUp(reason);
+        }
+        self.pending = self.next_delay;
+        self.next_delay = (self.next_delay * 2).min(self.backoff.max);
+        Restart::After(self.pending)
+    }
+}
+
+/// The message of a caught panic.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 /// Spawns `make()` on the current actix arbiter, again and again, until it returns `Ok(())` or
-/// the shutdown signal is sent. `Ok(())` means the loop stopped on purpose (shutdown).
+/// the shutdown signal is sent. `Ok(())` means the loop stopped on purpose (shutdown). For the
+/// loops that are no actor (an operator's control inbox, the command inbox); an actor restarts
+/// through actix's `Supervisor`, paced by the same [`RestartPace`].
 pub fn supervise<F, Fut, E>(
     name: String,
     backoff: Backoff,
@@ -50,53 +131,30 @@ pub fn supervise<F, Fut, E>(
     Fut: Future<Output = Result<(), E>> + 'static,
     E: std::fmt::Display + 'static,
 {
+    let give_up = guard.give_up();
     actix::spawn(async move {
         let _guard = guard;
-        let mut delay = backoff.initial;
-        // Since when every run has failed.
-        let mut failing_since: Option<tokio::time::Instant> = None;
+        let mut pace = RestartPace::new(name.clone(), backoff);
         loop {
-            let started = tokio::time::Instant::now();
-            let outcome = AssertUnwindSafe(make()).catch_unwind().await;
-            let failure = match outcome {
+            let delay = pace.starting();
+            if !delay.is_zero() {
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = stop.triggered() => break,
+                }
+            }
+            let failure = match AssertUnwindSafe(make()).catch_unwind().await {
                 Ok(Ok(())) => break,
-                Ok(Err(e)) => {
-                    tracing::error!(actor = %name, error = %e, "loop failed; restarting");
-                    e.to_string()
-                }
-                Err(panic) => {
-                    let msg = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "unknown panic".into());
-                    tracing::error!(actor = %name, panic = %msg, "loop panicked; restarting");
-                    format!("panic: {msg}")
-                }
+                Ok(Err(e)) => e.to_string(),
+                Err(panic) => format!("panic: {}", panic_message(&*panic)),
             };
             if stop.is_triggered() {
                 break;
             }
-            shoal_metrics::metrics().loop_restarted(&name);
-            if started.elapsed() > Duration::from_secs(60) {
-                delay = backoff.initial;
-                failing_since = None;
-            }
-            let since = *failing_since.get_or_insert(started);
-            if since.elapsed() >= backoff.give_up_after {
-                let reason = format!(
-                    "{name} has failed for {}s without a successful run; last error: {failure}",
-                    since.elapsed().as_secs()
-                );
-                tracing::error!(actor = %name, "giving up: {reason}");
-                crate::shutdown::give_up(reason);
+            if let Restart::GiveUp(reason) = pace.failed(&failure) {
+                give_up.give_up(reason);
                 break;
             }
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = stop.triggered() => break,
-            }
-            delay = (delay * 2).min(backoff.max);
         }
         tracing::debug!(actor = %name, "loop stopped");
     });
@@ -157,7 +215,8 @@ mod tests {
             drain.guard(),
             || async { Err::<(), _>("database or disk is full".to_string()) },
         );
-        let reason = tokio::time::timeout(Duration::from_secs(10), crate::shutdown::gave_up())
+        let give_up = drain.guard().give_up();
+        let reason = tokio::time::timeout(Duration::from_secs(10), give_up.gave_up())
             .await
             .expect("given up within the bound");
         assert!(

@@ -57,6 +57,8 @@ pub struct Topology {
     pub monitor: Option<MonitorPlan>,
     pub evaluators: Vec<EvalPlan>,
     pub exporter: Option<ExporterPlan>,
+    /// What this process's actors are doing, for its presence record ([`crate::presence`]).
+    pub activity: crate::presence::Activity,
     /// Whether operators reach this process over the bus: the control topic (drain, restart)
     /// and, where it runs the Scheduler, the commands queue ([`crate::commands`]). The cluster
     /// mode; an embedded run's CLI is in the process itself.
@@ -120,6 +122,8 @@ pub struct Running {
     drain_requested: Signal,
     /// Kept so that `drain_requested` never fires by itself when nothing listens for orders.
     _drain_trigger: Option<Trigger>,
+    /// Where this process's actors and loops say they gave up.
+    give_up: shutdown::GiveUp,
     /// What this process consumes, for the start-up log.
     pub queues: Vec<String>,
     /// The in-process exporter, if the topology has one.
@@ -143,8 +147,9 @@ pub fn start(
 ) -> Result<Running, ActorError> {
     let (workers_stop, workers_signal) = shutdown::channel();
     let (scheduler_stop, scheduler_signal) = shutdown::channel();
-    let workers_drain = Drain::new();
-    let scheduler_drain = Drain::new();
+    let give_up = shutdown::GiveUp::default();
+    let workers_drain = Drain::with_give_up(give_up.clone());
+    let scheduler_drain = Drain::with_give_up(give_up.clone());
     let ns = bus.namespace().clone();
     let parts = Parts {
         store,
@@ -205,6 +210,7 @@ pub fn start(
         scheduler_drain,
         drain_requested,
         _drain_trigger: kept_trigger,
+        give_up,
         queues,
         exporter,
     })
@@ -245,7 +251,7 @@ fn spawn_scheduler(
                 },
             );
         }
-        Scheduler::new(p.store, p.bus, p.backends, cfg.clone(), stop, guard).start();
+        Scheduler::new(p.store, p.bus, p.backends, cfg.clone(), stop, guard).start_supervised();
     });
 }
 
@@ -296,10 +302,11 @@ fn spawn_compiler(
         worker: format!("{}/compiler", t.host),
         cpu_gate,
         delivery_limit: t.delivery_limit,
+        activity: t.activity.clone(),
         give_up_after: t.give_up_after,
     };
     groups.spawn(ActorName::Compiler, signal, guard, move |stop, guard| {
-        Compiler::new(cfg.clone(), stop, guard).start();
+        Compiler::start(cfg.clone(), stop, guard);
     });
 }
 
@@ -319,6 +326,7 @@ fn spawn_evaluators(
                 t.host.clone(),
                 m.devices.clone(),
                 m.interval,
+                t.activity.clone(),
                 signal,
                 guard,
             )
@@ -348,6 +356,7 @@ fn spawn_evaluators(
             device_gate: Some(gates.of(&e.device.id)),
             healthy,
             delivery_limit: t.delivery_limit,
+            activity: t.activity.clone(),
             runner_program: t.runner_program.clone(),
             give_up_after: t.give_up_after,
         });
@@ -357,11 +366,11 @@ fn spawn_evaluators(
         let (signal, guard) = workers();
         groups.spawn(ActorName::Evaluator, signal, guard, move |stop, guard| {
             for cfg in &evaluators {
-                Evaluator::new(cfg.clone(), stop.clone(), guard.clone()).start();
+                Evaluator::start(cfg.clone(), stop.clone(), guard.clone());
             }
         });
     }
-    monitor.start();
+    monitor.start_supervised();
     Ok(queues)
 }
 
@@ -401,6 +410,12 @@ impl Running {
     /// that does not listen to the control topic).
     pub fn drain_requested(&self) -> Signal {
         self.drain_requested.clone()
+    }
+
+    /// Where this process learns that an actor or loop gave up (see
+    /// [`crate::supervise::Backoff::give_up_after`]): the process should then end non-zero.
+    pub fn give_up(&self) -> shutdown::GiveUp {
+        self.give_up.clone()
     }
 
     /// A trigger that starts the same stop from another thread (a signal handler).

@@ -24,6 +24,8 @@ pub struct RunOptions {
     pub work_dir: Option<PathBuf>,
     /// Evaluate on at most this many of the host's GPUs (`--devices N`).
     pub max_gpus: Option<usize>,
+    /// What the actors are doing, shared with this process's presence writer.
+    pub activity: shoal_actors::presence::Activity,
 }
 
 /// Starts every actor for `session` over an in-process bus, shows progress until every job is
@@ -69,6 +71,7 @@ pub async fn run_session(
             monitor_interval: Duration::from_secs(5),
             devices,
             runner_program: crate::host::runner_program(),
+            activity: opts.activity.clone(),
             // One process, a local file: a store that fails for seconds (a full disk, a
             // read-only file) is not coming back by itself, so stop within half a minute.
             scheduler: SchedulerConfig {
@@ -79,7 +82,8 @@ pub async fn run_session(
         },
     )
     .await?;
-    let interrupted = watch_progress(&*store, session, cpu_only, stop).await?;
+    let give_up = running.give_up();
+    let interrupted = watch_progress(&*store, session, cpu_only, stop, Some(give_up)).await?;
     Ok((interrupted, running))
 }
 
@@ -92,7 +96,10 @@ pub async fn watch_progress(
     session: SessionId,
     timings_take_turns: bool,
     mut stop: Signal,
+    give_up: Option<shoal_actors::shutdown::GiveUp>,
 ) -> anyhow::Result<bool> {
+    // Where this process's actors say they gave up; none runs here when only watching.
+    let give_up = give_up.unwrap_or_default();
     let counts = crate::waiting::on_stderr(store.state_counts(session)).await?;
     let total: u64 = counts.values().sum();
     let (built_at_start, done_at_start) = built_and_done(&counts);
@@ -188,7 +195,7 @@ pub async fn watch_progress(
                 bar.abandon();
                 return Ok(true);
             }
-            reason = shoal_actors::shutdown::gave_up() => {
+            reason = give_up.gave_up() => {
                 bar.abandon();
                 anyhow::bail!("stopped: {reason}; committed work is kept, run the same command again once this is fixed");
             }

@@ -81,9 +81,11 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     )
     .await?;
     // This process is the whole fleet: listed by `shoal workers` like a cluster's workers.
+    let activity = shoal_actors::presence::Activity::default();
     let presence = crate::worker::Presence::start(
         store.clone(),
         shoal_actors::presence::Identity {
+            activity: activity.clone(),
             host: crate::run::hostname(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -107,6 +109,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
             jobs: args.jobs,
             work_dir: args.work_dir.clone(),
             max_gpus: args.devices.map(|n| n as usize),
+            activity,
         },
         stop,
     )

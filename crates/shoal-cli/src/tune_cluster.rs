@@ -91,7 +91,7 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
     }
     let store = crate::connect::store_from_env().await?;
     // The workers time elsewhere: this process has no timing time to split the ETA with.
-    let interrupted = crate::run::watch_progress(&*store, session, false, stop).await?;
+    let interrupted = crate::run::watch_progress(&*store, session, false, stop, None).await?;
     let backends = SessionBackends::new(crate::host::fin_path(None));
     backends.insert(session, SessionBackend::Command(spec.clone()));
     let out = args

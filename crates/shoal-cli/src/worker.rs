@@ -174,9 +174,11 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     {
         anyhow::bail!("{why}");
     }
+    let activity = presence::Activity::default();
     let presence = Presence::start(
         store.clone(),
         presence::Identity {
+            activity: activity.clone(),
             host: host.clone(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -208,6 +210,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             export_dir,
             devices,
             runner_program: crate::host::runner_program(),
+            activity,
             scheduler: SchedulerConfig {
                 max_compile_in_flight: args.max_in_flight.unwrap_or(256),
                 eval: ShapeConfig {
@@ -257,10 +260,11 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     );
     let mut stop = stop;
     let mut drain = worker.drain_requested();
+    let give_up = worker.give_up();
     let gave_up = tokio::select! {
         _ = stop.triggered() => None,
         _ = drain.triggered() => None,
-        reason = shoal_actors::shutdown::gave_up() => Some(reason),
+        reason = give_up.gave_up() => Some(reason),
     };
     tracing::info!("stopping: draining in-flight work");
     worker.shutdown().await;

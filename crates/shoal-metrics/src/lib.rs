@@ -224,6 +224,15 @@ impl Metrics {
             .inc();
     }
 
+    /// Restarts of `actor` counted so far.
+    pub fn loop_restarts(&self, actor: &str) -> u64 {
+        self.restarts
+            .get_or_create(&ActorLabel {
+                actor: actor.into(),
+            })
+            .get()
+    }
+
     /// Time a device's Evaluator spent timing.
     pub fn evaluator_busy(&self, device: &str, d: Duration) {
         self.busy_seconds

@@ -22,7 +22,7 @@ impl Inner {
     /// Applies a batch whose changes belong to `sessions[i]`, and keeps the in-flight counts
     /// and what is known of started notices: every committed job change goes through here.
     pub(super) async fn apply_counted(
-        &self,
+        &mut self,
         batch: &Batch,
         sessions: &[SessionId],
     ) -> Result<Vec<bool>, ActorError> {
@@ -41,15 +41,12 @@ impl Inner {
                 });
             }
         }
-        self.started
-            .borrow_mut()
-            .committed(&batch.changes, &applied);
-        let mut counts = self.in_flight.borrow_mut();
+        self.started.committed(&batch.changes, &applied);
         for ((change, ok), session) in batch.changes.iter().zip(&applied).zip(sessions) {
             if *ok && change.transition.to.is_terminal() {
                 self.record_outcome(*session, change);
             }
-            if let Some(f) = counts.get_mut(session) {
+            if let Some(f) = self.in_flight.get_mut(session) {
                 f.account([(&change.transition, *ok)]);
             }
         }
@@ -60,7 +57,7 @@ impl Inner {
     /// the store recorded them (the worker each started job names), so that a restart does not
     /// open a lease to whoever speaks first. `counts` are the session's jobs per state.
     pub(super) async fn restore_holders(
-        &self,
+        &mut self,
         session: SessionId,
         counts: &std::collections::BTreeMap<shoal_model::JobState, u64>,
     ) -> Result<(), ActorError> {
@@ -75,7 +72,7 @@ impl Inner {
                 continue;
             }
             let jobs = self.store.jobs_in_state(session, state, n).await?;
-            let mut started = self.started.borrow_mut();
+            let started = &mut self.started;
             for job in jobs {
                 if let Some(worker) = job.worker {
                     started.restore(job.id, job.attempt, worker);
@@ -85,42 +82,13 @@ impl Inner {
         Ok(())
     }
 
-    /// Runs `op` again while it fails because the store cannot be reached, with backoff from
-    /// 100 ms to 5 s, for at most [`SchedulerConfig::store_retry_for`] and not past the stop
-    /// signal. Other errors, and the last one, are returned.
-    pub(super) async fn retry_store<T, F, Fut>(
-        &self,
-        stop: &Signal,
-        what: &str,
-        mut op: F,
-    ) -> Result<T, ActorError>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, ActorError>>,
-    {
-        let give_up = Instant::now() + self.config.store_retry_for;
-        let mut delay = Duration::from_millis(100);
-        loop {
-            match op().await {
-                Err(ActorError::Store(
-                    e @ (StoreError::Backend { .. } | StoreError::Unreachable { .. }),
-                )) if Instant::now() < give_up && !stop.is_triggered() => {
-                    tracing::warn!(error = %e, what, retry_in_ms = delay.as_millis() as u64, "store unreachable; replies held, retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-                other => return other,
-            }
-        }
-    }
-
     /// Verifies, checks, plans and applies a batch of replies in one transaction, then settles
     /// each delivery on its own: a reply that cannot apply — unsigned, undecodable, not a reply,
     /// naming an unknown session, carrying impossible values, or entirely stale — is
     /// dead-lettered alone with its reason, and the rest of the batch goes on. A store that
-    /// cannot be reached is retried while the deliveries are held ([`Inner::retry_store`]).
+    /// cannot be reached is retried while the deliveries are held ([`StoreRetry`]).
     pub(super) async fn apply_deliveries(
-        &self,
+        &mut self,
         deliveries: Vec<Delivery>,
         stop: &Signal,
     ) -> Result<(), ActorError> {
@@ -144,28 +112,28 @@ impl Inner {
         } = gathered;
         // Only the lease holder renews a lease it holds.
         {
-            let started = self.started.borrow();
+            let started = &self.started;
             renewed.retain(|(r, worker, publisher)| {
                 started.may_renew(r.job.job, r.job.attempt, worker, publisher)
             });
         }
         let renewed: Vec<LeaseRenewal> = renewed.into_iter().map(|(r, _, _)| r).collect();
-        let (changes, tags, refused) = self.started.borrow_mut().sift(
-            std::mem::take(&mut batch.changes),
-            tags,
-            Instant::now(),
-        );
+        let (changes, tags, refused) =
+            self.started
+                .sift(std::mem::take(&mut batch.changes), tags, Instant::now());
         note_refused(&mut held, refused);
         let (changes, tags, chained) = self.chain_evals(changes, tags).await?;
         batch.changes = changes;
         let mut applied_any = vec![false; held.len()];
         if !batch.changes.is_empty() || !batch.builds.is_empty() {
             let sessions: Vec<SessionId> = tags.iter().map(|t| t.session).collect();
-            let applied = self
-                .retry_store(stop, "applying replies", || {
-                    self.apply_counted(&batch, &sessions)
-                })
-                .await?;
+            let mut retry = StoreRetry::new(self.config.store_retry_for, stop, "applying replies");
+            let applied = loop {
+                match self.apply_counted(&batch, &sessions).await {
+                    Err(e) if retry.again(&e).await => {}
+                    other => break other?,
+                }
+            };
             for (tag, ok) in tags.iter().zip(&applied) {
                 if let (Some(i), true) = (tag.origin, ok) {
                     applied_any[i] = true;
@@ -174,13 +142,24 @@ impl Inner {
             self.publish_chained(chained, &applied).await?;
         }
         if !renewed.is_empty() {
-            self.retry_store(stop, "renewing leases", || async {
-                Ok(self.store.renew_leases(&renewed).await?)
-            })
-            .await?;
+            let mut retry = StoreRetry::new(self.config.store_retry_for, stop, "renewing leases");
+            loop {
+                match self
+                    .store
+                    .renew_leases(&renewed)
+                    .await
+                    .map_err(ActorError::from)
+                {
+                    Err(e) if retry.again(&e).await => {}
+                    other => {
+                        other?;
+                        break;
+                    }
+                }
+            }
         }
         {
-            let mut building = self.building.borrow_mut();
+            let building = &mut self.building;
             for k in finished_builds {
                 building.remove(&k);
             }
@@ -198,7 +177,7 @@ impl Inner {
             }
             // Settled: a copy of it from now on is a replay (or, from the same sender, a copy
             // its bus sent again).
-            self.seen.borrow_mut().insert(sent.id, sent.publisher);
+            self.seen.insert(sent.id, sent.publisher);
         }
         Ok(())
     }
@@ -208,7 +187,7 @@ impl Inner {
     /// another sender's copy of a reply settled already (or earlier in `in_batch`) is
     /// dead-lettered here with its reason (`None`); its own sender's copy is acked and dropped.
     async fn accept_reply(
-        &self,
+        &mut self,
         d: Delivery,
         in_batch: &std::collections::HashMap<MessageId, Arc<str>>,
         stop: &Signal,
@@ -231,7 +210,6 @@ impl Inner {
         };
         let settled_from = self
             .seen
-            .borrow()
             .sender(&trusted.id)
             .or_else(|| in_batch.get(&trusted.id).cloned());
         if let Some(first) = settled_from {
@@ -268,21 +246,30 @@ impl Inner {
             return Ok(None);
         }
         let session = reply.session();
-        match self
-            .retry_store(stop, "session lookup", || self.leases(session))
-            .await
-        {
+        let mut retry = StoreRetry::new(self.config.store_retry_for, stop, "session lookup");
+        let leases = loop {
+            match self.leases(session).await {
+                Err(e) if retry.again(&e).await => {}
+                other => break other,
+            }
+        };
+        match leases {
             Ok(leases) => {
                 // The holders of work started before this Scheduler's state, before any reply
                 // of the session is sifted (`in_flight_of` restores them once per session).
-                self.retry_store(stop, "lease holders", || async {
-                    self.in_flight_of(session).await.map(|_| ())
-                })
-                .await?;
+                let mut retry = StoreRetry::new(self.config.store_retry_for, stop, "lease holders");
+                loop {
+                    match self.in_flight_of(session).await {
+                        Err(e) if retry.again(&e).await => {}
+                        other => {
+                            other?;
+                            break;
+                        }
+                    }
+                }
                 // What the items of this step take on a device sizes the next requests.
                 if let ReplyBody::Evaluated(e) = &reply {
                     self.shape
-                        .borrow_mut()
                         .observe(e.session, e.step, e.outcomes.len(), e.busy_us);
                 }
                 Ok(Some((d, reply, leases, sent)))
@@ -418,4 +405,51 @@ async fn refuse(d: Delivery, reason: String) -> Result<(), ActorError> {
     tracing::warn!(reason = %reason, "reply dead-lettered");
     d.dead_letter(reason).await?;
     Ok(())
+}
+
+/// Paces the retries of a store operation that fails because the store cannot be reached:
+/// backoff from 100 ms to 5 s, for at most [`super::SchedulerConfig::store_retry_for`] and not
+/// past the stop signal. The operation itself is written at the call site, in a loop:
+/// ```ignore
+/// let out = loop {
+///     match op(&mut state).await {
+///         Err(e) if retry.again(&e).await => {}
+///         other => break other?,
+///     }
+/// };
+/// ```
+/// so that it may borrow the Scheduler's state mutably, which a closure returning a future
+/// cannot.
+pub(super) struct StoreRetry<'a> {
+    give_up: Instant,
+    delay: Duration,
+    stop: &'a Signal,
+    what: &'static str,
+}
+
+impl<'a> StoreRetry<'a> {
+    pub(super) fn new(retry_for: Duration, stop: &'a Signal, what: &'static str) -> Self {
+        StoreRetry {
+            give_up: Instant::now() + retry_for,
+            delay: Duration::from_millis(100),
+            stop,
+            what,
+        }
+    }
+
+    /// Whether to try again after `e`: if so, once the backoff's delay has passed. Only the
+    /// store's being unreachable is retried; other errors, and the last one, are not.
+    pub(super) async fn again(&mut self, e: &ActorError) -> bool {
+        let unreachable = matches!(
+            e,
+            ActorError::Store(StoreError::Backend { .. } | StoreError::Unreachable { .. })
+        );
+        if !unreachable || Instant::now() >= self.give_up || self.stop.is_triggered() {
+            return false;
+        }
+        tracing::warn!(error = %e, what = self.what, retry_in_ms = self.delay.as_millis() as u64, "store unreachable; replies held, retrying");
+        tokio::time::sleep(self.delay).await;
+        self.delay = (self.delay * 2).min(Duration::from_secs(5));
+        true
+    }
 }

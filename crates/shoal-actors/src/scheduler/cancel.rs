@@ -18,7 +18,7 @@ const CHUNK: u32 = 1000;
 
 impl Inner {
     /// Skips the work of a cancelled `session` that is not under way; how many jobs it skipped.
-    pub(super) async fn skip_cancelled(&self, session: SessionId) -> Result<u64, ActorError> {
+    pub(super) async fn skip_cancelled(&mut self, session: SessionId) -> Result<u64, ActorError> {
         let mut skipped = 0;
         for state in [
             JobState::New,

@@ -27,7 +27,7 @@ pub(crate) struct Chained {
 impl Inner {
     /// Jobs whose retries are used up go to `errored` instead of being dispatched again.
     async fn split_exhausted(
-        &self,
+        &mut self,
         session: &Session,
         jobs: Vec<Job>,
         to_start: JobState,
@@ -71,7 +71,10 @@ impl Inner {
         Ok(live)
     }
 
-    pub(super) async fn dispatch_compile(&self, session_id: SessionId) -> Result<bool, ActorError> {
+    pub(super) async fn dispatch_compile(
+        &mut self,
+        session_id: SessionId,
+    ) -> Result<bool, ActorError> {
         let in_flight = self.in_flight_of(session_id).await?.compile.max(0) as u64;
         let room = self.config.max_compile_in_flight.saturating_sub(in_flight);
         if room == 0 {
@@ -132,7 +135,7 @@ impl Inner {
     /// (errored instead) and those whose build is already out (they are completed from its
     /// record).
     async fn new_jobs_to_compile(
-        &self,
+        &mut self,
         session: &Session,
         room: u64,
     ) -> Result<Vec<Job>, ActorError> {
@@ -142,7 +145,7 @@ impl Inner {
             .jobs_in_state(session_id, JobState::New, room.min(4096) as u32)
             .await?;
         let jobs = self.split_exhausted(session, jobs, JobState::New).await?;
-        let building = self.building.borrow_mut();
+        let building = &mut self.building;
         Ok(jobs
             .into_iter()
             .filter(|j| !building.contains(&(session_id, j.build_key.clone())))
@@ -152,7 +155,7 @@ impl Inner {
     /// The recorded verdicts on the jobs' builds: an artifact hash, or a failure of the
     /// candidate. A job with one needs no build.
     async fn known_builds(
-        &self,
+        &mut self,
         session_id: SessionId,
         jobs: &[Job],
     ) -> Result<KnownBuilds, ActorError> {
@@ -175,8 +178,8 @@ impl Inner {
 
     /// Remembers the jobs now being compiled (queued, and with no known build), for their
     /// compile results.
-    fn track_compiling(&self, jobs: &[Job], queued: &HashSet<JobRef>, known: &KnownBuilds) {
-        let mut compiling = self.compiling.borrow_mut();
+    fn track_compiling(&mut self, jobs: &[Job], queued: &HashSet<JobRef>, known: &KnownBuilds) {
+        let compiling = &mut self.compiling;
         for j in jobs {
             let r = JobRef {
                 job: j.id,
@@ -191,7 +194,7 @@ impl Inner {
     /// Publishes what a compile dispatch decided, for the jobs whose moves applied only: the
     /// compile requests, and the eval requests of jobs whose build was known.
     async fn publish_compile_dispatch(
-        &self,
+        &mut self,
         session: &Session,
         plan: CompileDispatch,
         applied: &[bool],
@@ -213,7 +216,10 @@ impl Inner {
         Ok(())
     }
 
-    pub(super) async fn dispatch_eval(&self, session_id: SessionId) -> Result<bool, ActorError> {
+    pub(super) async fn dispatch_eval(
+        &mut self,
+        session_id: SessionId,
+    ) -> Result<bool, ActorError> {
         let room = self.eval_room(session_id).await?;
         if room == 0 {
             return Ok(false);
@@ -265,7 +271,11 @@ impl Inner {
     }
 
     /// The eval request item of a job moved from `compiled` (at `job.attempt`) to `eval_queued`.
-    async fn eval_item(&self, j: &Job, artifact: String) -> Result<(Step, EvalItem), ActorError> {
+    async fn eval_item(
+        &mut self,
+        j: &Job,
+        artifact: String,
+    ) -> Result<(Step, EvalItem), ActorError> {
         self.eval_item_at(j, j.attempt + 1, artifact).await
     }
 
@@ -279,7 +289,7 @@ impl Inner {
     /// only when every compile result of the job in the batch is for the same attempt and
     /// artifact; the rest stay `compiled` for [`Inner::dispatch_eval`].
     pub(super) async fn chain_evals(
-        &self,
+        &mut self,
         changes: Vec<Change>,
         tags: Vec<Tag>,
     ) -> Result<(Vec<Change>, Vec<Tag>, Vec<Chained>), ActorError> {
@@ -311,7 +321,7 @@ impl Inner {
         let mut chained = Vec::new();
         // Where each job's compile results landed in `out`.
         let mut landed: HashMap<shoal_model::JobId, Vec<usize>> = HashMap::new();
-        let mut compiling = self.compiling.borrow_mut();
+        let compiling = &mut self.compiling;
         for (i, (c, tag)) in changes.into_iter().zip(tags).enumerate() {
             let s = tag.session;
             let t = &c.transition;
@@ -370,7 +380,7 @@ impl Inner {
 
     /// Sends the eval requests of the chained dispatches that applied.
     pub(super) async fn publish_chained(
-        &self,
+        &mut self,
         chained: Vec<Chained>,
         applied: &[bool],
     ) -> Result<(), ActorError> {
@@ -402,9 +412,9 @@ impl Inner {
     /// last sweep, every in-flight lease moves later by that long: the heartbeats and replies
     /// that would have renewed or settled them were held or are sent again, not lost; a job whose
     /// worker died meanwhile still comes back a running lease after the outage.
-    pub(super) async fn sweep_leases(&self) -> Result<(), ActorError> {
+    pub(super) async fn sweep_leases(&mut self) -> Result<(), ActorError> {
         let ended = outages_ended();
-        let outage = ended.saturating_sub(self.outage_seen.replace(ended));
+        let outage = ended.saturating_sub(std::mem::replace(&mut self.outage_seen, ended));
         if !outage.is_zero() {
             let moved = self
                 .store
@@ -429,9 +439,8 @@ impl Inner {
                 if to == JobState::New {
                     // Its build request may be lost: let the next dispatch ask again.
                     self.building
-                        .borrow_mut()
                         .remove(&(j.session, j.build_key.clone()));
-                    self.compiling.borrow_mut().remove(&j.id);
+                    self.compiling.remove(&j.id);
                 }
                 let mut t = Transition::new(j.id, j.state, j.attempt, to).ok()?;
                 t.count_retry = true;

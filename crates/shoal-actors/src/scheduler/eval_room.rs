@@ -15,29 +15,32 @@ pub(super) const CONSUMERS_FRESH_FOR: Duration = Duration::from_secs(2);
 
 impl Inner {
     /// Items of `session` that may still go into eval phases now.
-    pub(super) async fn eval_room(&self, session: SessionId) -> Result<u64, ActorError> {
+    pub(super) async fn eval_room(&mut self, session: SessionId) -> Result<u64, ActorError> {
         let in_flight = self.in_flight_of(session).await?.eval.max(0) as u64;
         Ok(self.eval_bound(session).await?.saturating_sub(in_flight))
     }
 
     /// The most items of `session` in eval phases: for each eval step of its backend, the
     /// shaped bound for the devices consuming that step's queue; the largest of them.
-    async fn eval_bound(&self, session: SessionId) -> Result<u64, ActorError> {
+    async fn eval_bound(&mut self, session: SessionId) -> Result<u64, ActorError> {
         let mut bound = 0;
         for step in self.eval_steps(session).await? {
             let consumers = self.consumers(session, step).await?;
-            bound = bound.max(self.shape.borrow().in_flight(session, step, consumers));
+            bound = bound.max(self.shape.in_flight(session, step, consumers));
         }
         Ok(bound)
     }
 
     /// Items per eval request of `session`'s `step` now.
     pub(super) fn eval_batch(&self, session: SessionId, step: Step) -> usize {
-        self.shape.borrow().batch(session, step)
+        self.shape.batch(session, step)
     }
 
     /// The largest request `session` may be sent now, in items, for its queue lease.
-    pub(super) async fn largest_eval_batch(&self, session: SessionId) -> Result<usize, ActorError> {
+    pub(super) async fn largest_eval_batch(
+        &mut self,
+        session: SessionId,
+    ) -> Result<usize, ActorError> {
         let steps = self.eval_steps(session).await?;
         Ok(steps
             .into_iter()
@@ -46,20 +49,20 @@ impl Inner {
             .unwrap_or(1))
     }
 
-    async fn eval_steps(&self, session: SessionId) -> Result<Vec<Step>, ActorError> {
+    async fn eval_steps(&mut self, session: SessionId) -> Result<Vec<Step>, ActorError> {
         let backend = self.backends.get(&*self.store, session).await?;
         Ok(backend.steps().iter().map(|(_, eval)| *eval).collect())
     }
 
     /// Consumers of the eval queue of `session`'s `step`: cached, and 0 while the broker cannot
     /// say (dispatch then keeps one device's worth in flight).
-    async fn consumers(&self, session: SessionId, step: Step) -> Result<u32, ActorError> {
+    async fn consumers(&mut self, session: SessionId, step: Step) -> Result<u32, ActorError> {
         let info = self.session(session).await?.info;
         let queue = self
             .bus
             .namespace()
             .eval_queue(step, &info.arch, info.num_cu);
-        if let Some((n, at)) = self.consumers.borrow().get(&queue) {
+        if let Some((n, at)) = self.consumers.get(&queue) {
             if at.elapsed() < CONSUMERS_FRESH_FOR {
                 return Ok(*n);
             }
@@ -75,9 +78,7 @@ impl Inner {
                 0
             }
         };
-        self.consumers
-            .borrow_mut()
-            .insert(queue, (n, Instant::now()));
+        self.consumers.insert(queue, (n, Instant::now()));
         Ok(n)
     }
 }

@@ -32,7 +32,7 @@ fn scheduler_at(
     store: &shoal_store::SqliteStore,
     session: SessionId,
     clock: Arc<ManualClock>,
-) -> (Rc<Inner>, Arc<MemoryBus>) {
+) -> (Inner, Arc<MemoryBus>) {
     let bus = MemoryBus::new(Namespace::new("leases").unwrap());
     let (_trigger, signal) = crate::shutdown::channel();
     let drain = crate::shutdown::Drain::new();
@@ -55,7 +55,7 @@ fn scheduler_at(
 async fn heartbeats_keep_a_lease_and_silence_ends_it() {
     let (store, session) = session_with_jobs(1).await;
     let clock = Arc::new(ManualClock(AtomicI64::new(1_000_000)));
-    let (inner, bus) = scheduler_at(&store, session, clock.clone());
+    let (mut inner, bus) = scheduler_at(&store, session, clock.clone());
     assert!(inner.dispatch_compile(session).await.unwrap());
     let job = store.in_flight(session).await.unwrap()[0].clone();
     assert_eq!((job.state, job.attempt), (CompileQueued, 1));
@@ -115,7 +115,7 @@ async fn heartbeats_keep_a_lease_and_silence_ends_it() {
 async fn a_job_whose_retries_run_out_is_errored_with_the_reason() {
     let (store, session) = session_with_jobs(1).await;
     let clock = Arc::new(ManualClock(AtomicI64::new(1_000_000)));
-    let (inner, _bus) = scheduler_at(&store, session, clock.clone());
+    let (mut inner, _bus) = scheduler_at(&store, session, clock.clone());
     let config = SchedulerConfig::default();
     let limits = shoal_backend::SessionBackend::Noop.time_limits();
     let (queue_lease, _) = super::queue_leases(limits, 1, config.queue_lease_margin);
@@ -144,7 +144,7 @@ async fn a_job_whose_retries_run_out_is_errored_with_the_reason() {
 async fn a_queue_lease_is_derived_from_the_steps_limits() {
     let (store, session) = session_with_jobs(1).await;
     let clock = Arc::new(ManualClock(AtomicI64::new(1_000_000)));
-    let (inner, _bus) = scheduler_at(&store, session, clock.clone());
+    let (mut inner, _bus) = scheduler_at(&store, session, clock.clone());
     let config = SchedulerConfig::default();
     let (compile, eval) = super::queue_leases(
         (Duration::from_secs(10), Duration::from_secs(1)),

@@ -1,11 +1,16 @@
 //! The Scheduler: the only writer of job state.
 //!
-//! One task owns all of the Scheduler's state, with no locks shared between tasks, and reads time
-//! from an injected [`Clock`]. One `select!` takes whichever comes first of a reply, the tick
-//! and the stop signal; each turn of the loop also dispatches. If the task fails or panics, its
-//! supervisor starts a new one with fresh state: everything it keeps in memory (in-flight counts,
-//! builds out, caches) is derived again from the store, so nothing stale or half-updated
-//! survives a failure. The turn does two kinds of work:
+//! The Scheduler is an actix actor, and its state ([`Inner`], with the pace of dispatch) is the
+//! actor's own: no lock, no `RefCell`, nothing shared. Work arrives as typed messages —
+//! [`Replies`] from the results queue's adapter ([`feed_replies`]), [`Turn`] from its own
+//! timer, [`Drained`] at shutdown — and each runs to its end before the next is taken
+//! (`ctx.wait`), in the order they came, with the state moved into the message's future and
+//! back. The state lives on the actor's arbiter, one thread, as actix runs every actor; nothing
+//! else can reach it. Time is read from an injected [`Clock`]. If a message's work fails or
+//! panics, the actor stops and actix's `Supervisor` restarts it with fresh state, after a
+//! backoff ([`RestartPace`]): everything it keeps in memory (in-flight counts, builds out,
+//! caches) is derived again from the store, so nothing stale or half-updated survives a
+//! failure. Each message's work does two kinds of work:
 //! - **dispatch**: claims `new` jobs in batches, oldest first (the jobs of a batch that share a
 //!   build key go out in one compile request, and a key already out is not built again), reuses
 //!   builds already known, publishes compile requests; claims
@@ -36,9 +41,8 @@ mod send;
 pub mod shape;
 mod started;
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,8 +53,9 @@ use shoal_store::{Batch, Change, Store};
 
 use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{supervise, Backoff};
+use crate::supervise::{panic_message, Backoff, Restart, RestartPace};
 use crate::ActorError;
+use futures_util::FutureExt;
 pub use in_flight::InFlight;
 use plan::Leases;
 use shape::{EvalShape, ShapeConfig};
@@ -166,10 +171,103 @@ impl Clock for SystemClock {
 
 /// The Scheduler actor. It owns no job state in memory that the store does not also have,
 /// except the set of builds in progress (lost on restart, which costs at most a duplicate build).
+/// Start it with [`Scheduler::start_supervised`], so that a failure restarts it.
 pub struct Scheduler {
     parts: Parts,
+    /// This run's state: `None` while a message's work holds it (no other message is taken
+    /// meanwhile), and while the actor waits out a backoff after a failure.
+    state: Option<State>,
     stop: Signal,
+    /// Held until the actor is gone for good: the process's stop waits for it.
     guard: DrainGuard,
+    pace: RestartPace,
+    /// The next [`Turn`] on the timer, replaced whenever a message's work schedules another.
+    next_turn: Option<SpawnHandle>,
+    /// Stopped for good (drained, given up, or stopped while failing): not started again.
+    finished: bool,
+}
+
+/// A batch of deliveries from the results queue, applied in one transaction (see [`apply`]);
+/// a turn of dispatch follows.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Replies(pub Vec<Delivery>);
+
+/// A turn of dispatch, after writing the started notices that are due: sent by the actor's
+/// own timer, at once after a turn that made progress.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Turn;
+
+/// The last message: the results queue is empty after the stop signal (the workers stopped
+/// first, so it is final); the started notices held back are written, and the actor stops for
+/// good.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drained;
+
+/// What a message's work asks for next.
+enum Next {
+    /// Another turn of dispatch after this long.
+    TurnIn(Duration),
+    /// Nothing: the actor is done.
+    Finished,
+}
+
+/// The state of one run of the Scheduler: its caches and counts, and the pace of dispatch.
+struct State {
+    inner: Inner,
+    dispatch: DispatchPace,
+}
+
+impl State {
+    fn new(parts: &Parts) -> Self {
+        let inner = Inner::new(parts);
+        let dispatch = DispatchPace::new(&inner);
+        State { inner, dispatch }
+    }
+
+    /// The work of one message.
+    async fn work(&mut self, work: Work, stop: &Signal) -> Result<Next, ActorError> {
+        match work {
+            Work::Replies(batch) => self.inner.apply_deliveries(batch, stop).await?,
+            // Write the started notices that are due.
+            Work::Turn => self.inner.apply_deliveries(Vec::new(), stop).await?,
+            Work::Drained => {
+                let (changes, tags) = self.inner.started.drain();
+                if !changes.is_empty() {
+                    let sessions: Vec<SessionId> = tags.iter().map(|t| t.session).collect();
+                    let batch = Batch {
+                        changes,
+                        builds: vec![],
+                    };
+                    self.inner.apply_counted(&batch, &sessions).await?;
+                }
+                return Ok(Next::Finished);
+            }
+        }
+        if stop.is_triggered() {
+            // No more dispatch: the adapter drains the results queue and sends `Drained`.
+            return Ok(Next::TurnIn(Duration::MAX));
+        }
+        let t0 = std::time::Instant::now();
+        let progressed = self.dispatch.turn(&mut self.inner).await?;
+        shoal_metrics::metrics().dispatch_took(t0.elapsed());
+        Ok(Next::TurnIn(if progressed {
+            // Look for replies, then dispatch again.
+            Duration::ZERO
+        } else {
+            // (Started notices held back are written at least twice per debounce.)
+            self.inner.config.tick.min(STARTED_DEBOUNCE / 2)
+        }))
+    }
+}
+
+/// The work a message brings.
+enum Work {
+    Replies(Vec<Delivery>),
+    Turn,
+    Drained,
 }
 
 /// What every run of the Scheduler's task starts from.
@@ -182,45 +280,45 @@ struct Parts {
     clock: Arc<dyn Clock>,
 }
 
-/// The state of one run of the Scheduler's task, owned by that task alone (hence `RefCell`, and
-/// no lock: nothing else can reach it).
+/// The caches and counts of one run of the Scheduler, owned by its [`State`] (so by the actor)
+/// alone: no lock, nothing else can reach it.
 struct Inner {
     store: Arc<dyn Store>,
     bus: Arc<dyn Bus>,
     backends: SessionBackends,
     config: SchedulerConfig,
     clock: Arc<dyn Clock>,
-    sessions: RefCell<HashMap<SessionId, Session>>,
-    configs: RefCell<HashMap<ConfigId, Config>>,
+    sessions: HashMap<SessionId, Session>,
+    configs: HashMap<ConfigId, Config>,
     /// (session, build key) pairs with a compile request out.
-    building: RefCell<HashSet<(SessionId, String)>>,
+    building: HashSet<(SessionId, String)>,
     /// Jobs this Scheduler sent to compile, as claimed (what an eval request needs), so that
     /// their compile result can dispatch the eval in the same compare-and-set (see
     /// [`Inner::chain_evals`]). Lost on restart: those jobs then take the ordinary eval dispatch.
-    compiling: RefCell<HashMap<shoal_model::JobId, shoal_model::Job>>,
+    compiling: HashMap<shoal_model::JobId, shoal_model::Job>,
     /// Queues already declared by this Scheduler.
-    declared: RefCell<HashSet<String>>,
+    declared: HashSet<String>,
     /// "Started" notices held back for a moment, and what is known of them (see
     /// [`started`]).
-    started: RefCell<StartedNotices<Tag>>,
+    started: StartedNotices<Tag>,
     /// The replies settled, by message id: a copy that comes again is a replay ([`seen`]).
-    seen: RefCell<seen::SeenIds>,
+    seen: seen::SeenIds,
     /// Jobs in flight per session and phase, kept by the one writer as it applies changes
     /// (counted from the store once per session), so dispatch never scans the job table.
-    in_flight: RefCell<HashMap<SessionId, InFlight>>,
+    in_flight: HashMap<SessionId, InFlight>,
     /// What eval replies said of their items' device time, and the request sizes it gives.
-    shape: RefCell<EvalShape>,
+    shape: EvalShape,
     /// Consumers per eval queue, with when they were counted (see [`eval_room`]).
-    consumers: RefCell<HashMap<String, (u32, std::time::Instant)>>,
+    consumers: HashMap<String, (u32, std::time::Instant)>,
     /// The searches of searched sessions (`None`: the session has none to drive; see
     /// [`search`]).
-    searches: RefCell<HashMap<SessionId, Option<search::SessionSearch>>>,
+    searches: HashMap<SessionId, Option<search::SessionSearch>>,
     /// Outcomes of jobs that became final, per session that has (or may have) a search, as
     /// `apply_counted` applied them: each search takes its own on its next turn.
-    outcomes: RefCell<HashMap<SessionId, search::Outcomes>>,
+    outcomes: HashMap<SessionId, search::Outcomes>,
     /// How long the store's and the broker's outages that ended have lasted in all, as of the
     /// last lease sweep (see [`Inner::sweep_leases`]).
-    outage_seen: std::cell::Cell<Duration>,
+    outage_seen: Duration,
 }
 
 impl Scheduler {
@@ -232,6 +330,7 @@ impl Scheduler {
         stop: Signal,
         guard: DrainGuard,
     ) -> Self {
+        let config_give_up = config.give_up_after;
         Scheduler {
             parts: Parts {
                 store,
@@ -240,9 +339,25 @@ impl Scheduler {
                 config,
                 clock: Arc::new(SystemClock),
             },
+            state: None,
             stop,
+            pace: RestartPace::new(
+                "scheduler",
+                Backoff {
+                    give_up_after: config_give_up,
+                    ..Backoff::default()
+                },
+            ),
             guard,
+            next_turn: None,
+            finished: false,
         }
+    }
+
+    /// Starts the actor under actix's `Supervisor`: a failure or a panic of a message's work
+    /// stops it, and the supervisor starts it again with fresh state.
+    pub fn start_supervised(self) -> Addr<Self> {
+        actix::Supervisor::start(|_| self)
     }
 
     /// The same Scheduler reading time from `clock`.
@@ -251,35 +366,116 @@ impl Scheduler {
         self
     }
 
-    /// Fresh state for one run of the task, for tests that drive its steps one by one.
+    /// Fresh state for one run, for tests that drive its steps one by one.
     #[cfg(test)]
-    fn fresh_inner(&self) -> Rc<Inner> {
+    fn fresh_inner(&self) -> Inner {
         Inner::new(&self.parts)
+    }
+
+    /// Starts this run: fresh state, the results queue's adapter, and the first turn; after a
+    /// failure, once its backoff has passed (or at once if the stop signal comes first).
+    fn begin(&mut self, ctx: &mut Context<Self>) {
+        if self.finished {
+            return;
+        }
+        self.state = Some(State::new(&self.parts));
+        let feed = feed_replies(
+            ctx.address(),
+            self.parts.bus.clone(),
+            self.parts.config.clone(),
+            self.stop.clone(),
+        );
+        ctx.spawn(feed.into_actor(self).map(|out, act, ctx| {
+            if let Err(e) = out {
+                act.failed(ctx, e.to_string());
+            }
+        }));
+        self.schedule_turn(ctx, Duration::ZERO);
+    }
+
+    /// Runs a message's work on the state, to its end before any other message (`ctx.wait`).
+    fn run_work(&mut self, ctx: &mut Context<Self>, work: Work) {
+        let Some(mut state) = self.state.take() else {
+            // Between a failure and the restart (replies dropped unacked go back to the
+            // queue), or a drain while backing off: nothing to drain then.
+            if let Work::Drained = work {
+                self.finish(ctx);
+            }
+            return;
+        };
+        let stop = self.stop.clone();
+        let fut = AssertUnwindSafe(async move {
+            let next = state.work(work, &stop).await?;
+            Ok::<_, ActorError>((state, next))
+        })
+        .catch_unwind();
+        ctx.wait(fut.into_actor(self).map(|out, act, ctx| match out {
+            Ok(Ok((state, Next::TurnIn(wait)))) => {
+                act.state = Some(state);
+                if wait != Duration::MAX {
+                    act.schedule_turn(ctx, wait);
+                }
+            }
+            Ok(Ok((_, Next::Finished))) => act.finish(ctx),
+            Ok(Err(e)) => act.failed(ctx, e.to_string()),
+            Err(panic) => act.failed(ctx, format!("panic: {}", panic_message(&*panic))),
+        }));
+    }
+
+    /// The next [`Turn`] after `wait`, instead of the one scheduled.
+    fn schedule_turn(&mut self, ctx: &mut Context<Self>, wait: Duration) {
+        if let Some(h) = self.next_turn.take() {
+            ctx.cancel_future(h);
+        }
+        self.next_turn = Some(ctx.notify_later(Turn, wait));
+    }
+
+    /// A message's work or the adapter failed: the actor stops, and its supervisor starts it
+    /// again after the backoff — unless the process is stopping or the failures have lasted too
+    /// long (the process is told it gave up).
+    fn failed(&mut self, ctx: &mut Context<Self>, failure: String) {
+        self.state = None;
+        if self.stop.is_triggered() {
+            tracing::error!(actor = "scheduler", error = %failure, "failed while stopping");
+            return self.finish(ctx);
+        }
+        if let Restart::GiveUp(reason) = self.pace.failed(&failure) {
+            self.guard.give_up().give_up(reason);
+            return self.finish(ctx);
+        }
+        ctx.stop();
+    }
+
+    /// Stops for good: the supervisor does not start it again.
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        self.finished = true;
+        self.state = None;
+        ctx.stop();
     }
 }
 
 impl Inner {
-    fn new(p: &Parts) -> Rc<Inner> {
-        Rc::new(Inner {
+    fn new(p: &Parts) -> Inner {
+        Inner {
             store: p.store.clone(),
             bus: p.bus.clone(),
             backends: p.backends.clone(),
             config: p.config.clone(),
             clock: p.clock.clone(),
-            sessions: RefCell::default(),
-            configs: RefCell::default(),
-            building: RefCell::default(),
-            compiling: RefCell::default(),
-            declared: RefCell::default(),
-            in_flight: RefCell::default(),
-            started: RefCell::default(),
-            seen: RefCell::default(),
-            shape: RefCell::new(EvalShape::new(p.config.eval.clone())),
-            consumers: RefCell::default(),
-            searches: RefCell::default(),
-            outcomes: RefCell::default(),
-            outage_seen: std::cell::Cell::new(dispatch::outages_ended()),
-        })
+            sessions: Default::default(),
+            configs: Default::default(),
+            building: Default::default(),
+            compiling: Default::default(),
+            declared: Default::default(),
+            in_flight: Default::default(),
+            started: Default::default(),
+            seen: Default::default(),
+            shape: EvalShape::new(p.config.eval.clone()),
+            consumers: Default::default(),
+            searches: Default::default(),
+            outcomes: Default::default(),
+            outage_seen: dispatch::outages_ended(),
+        }
     }
 
     /// Now, by the injected clock.
@@ -291,20 +487,65 @@ impl Inner {
 impl Actor for Scheduler {
     type Context = Context<Self>;
 
-    fn started(&mut self, _ctx: &mut Self::Context) {
-        let parts = self.parts.clone();
-        let stop = self.stop.clone();
-        supervise(
-            "scheduler".into(),
-            Backoff {
-                give_up_after: parts.config.give_up_after,
-                ..Backoff::default()
-            },
-            self.stop.clone(),
-            self.guard.clone(),
-            // Each run from fresh state: see the module's documentation.
-            move || run(Inner::new(&parts), stop.clone()),
-        );
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.finished {
+            // Restarted after it stopped for good, because an address was still alive: stop
+            // again; nothing holds an address now (the adapter went with the last run).
+            ctx.stop();
+            return;
+        }
+        let delay = self.pace.starting();
+        if delay.is_zero() {
+            self.begin(ctx);
+            return;
+        }
+        let mut stop = self.stop.clone();
+        let backoff = async move {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = stop.triggered() => {}
+            }
+        };
+        ctx.spawn(backoff.into_actor(self).map(|_, act, ctx| {
+            if act.stop.is_triggered() {
+                act.finish(ctx)
+            } else {
+                act.begin(ctx)
+            }
+        }));
+    }
+}
+
+impl Supervised for Scheduler {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        // Everything in memory goes: the next run derives it again from the store.
+        self.state = None;
+        self.next_turn = None;
+    }
+}
+
+impl Handler<Replies> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, msg: Replies, ctx: &mut Context<Self>) {
+        self.run_work(ctx, Work::Replies(msg.0));
+    }
+}
+
+impl Handler<Turn> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, _: Turn, ctx: &mut Context<Self>) {
+        self.next_turn = None;
+        self.run_work(ctx, Work::Turn);
+    }
+}
+
+impl Handler<Drained> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, _: Drained, ctx: &mut Context<Self>) {
+        self.run_work(ctx, Work::Drained);
     }
 }
 
@@ -331,63 +572,48 @@ pub async fn requeue_in_flight(store: &dyn Store, session: SessionId) -> Result<
     Ok(applied.iter().filter(|a| **a).count() as u64)
 }
 
-/// One run of the Scheduler's task: dispatch, then wait for the first of a reply, the tick or
-/// the stop signal; on stop, apply what is left on the results queue (the workers stopped first,
-/// so it is final) and the started notices held back.
-async fn run(inner: Rc<Inner>, mut stop: Signal) -> Result<(), ActorError> {
-    let queue = inner.bus.namespace().results_queue();
-    inner
-        .bus
-        .declare_queue(&queue, &QueueOptions::limited(inner.config.delivery_limit))
+/// The results queue's adapter: consumes it and sends its deliveries to the Scheduler in
+/// batches ([`Replies`]), each once the one before is applied (the actor's mailbox holds one
+/// batch at most, so a batch waits on the broker, unacked, not in memory). On the stop signal it
+/// sends what is left on the queue (the workers stopped first, so it is final), then [`Drained`].
+/// It lives as long as one run of the actor: an error here fails the run.
+async fn feed_replies(
+    scheduler: Addr<Scheduler>,
+    bus: Arc<dyn Bus>,
+    config: SchedulerConfig,
+    mut stop: Signal,
+) -> Result<(), ActorError> {
+    let queue = bus.namespace().results_queue();
+    bus.declare_queue(&queue, &QueueOptions::limited(config.delivery_limit))
         .await?;
-    let prefetch = inner.config.result_batch.min(u16::MAX as usize) as u16;
-    let mut consumer = inner.bus.consume(&queue, prefetch).await?;
-    let mut dispatch = DispatchPace::new(&inner);
+    let prefetch = config.result_batch.min(u16::MAX as usize) as u16;
+    let mut consumer = bus.consume(&queue, prefetch).await?;
     loop {
-        if stop.is_triggered() {
-            break;
-        }
-        let t0 = std::time::Instant::now();
-        let progressed = dispatch.turn(&inner).await?;
-        shoal_metrics::metrics().dispatch_took(t0.elapsed());
-        // Dispatch made progress: look for replies without waiting, then dispatch again.
-        let wait = if progressed {
-            Duration::ZERO
-        } else {
-            // (Started notices held back are written at least twice per debounce.)
-            inner.config.tick.min(STARTED_DEBOUNCE / 2)
-        };
         let first = tokio::select! {
             biased;
             _ = stop.triggered() => break,
             d = consumer.next() => d,
-            _ = tokio::time::sleep(wait) => {
-                // Write the started notices that are due.
-                inner.apply_deliveries(Vec::new(), &stop).await?;
-                continue;
-            }
         };
         let Some(first) = first else { return Ok(()) };
         let mut batch = vec![first?];
-        fill_batch(&mut *consumer, &mut batch, inner.config.result_batch).await?;
-        inner.apply_deliveries(batch, &stop).await?;
+        fill_batch(&mut *consumer, &mut batch, config.result_batch).await?;
+        if scheduler.send(Replies(batch)).await.is_err() {
+            // The actor stopped: this run is over.
+            return Ok(());
+        }
     }
     loop {
         let mut batch = Vec::new();
-        fill_batch(&mut *consumer, &mut batch, inner.config.result_batch).await?;
-        if batch.is_empty() {
-            let (changes, tags) = inner.started.borrow_mut().drain();
-            if !changes.is_empty() {
-                let sessions: Vec<SessionId> = tags.iter().map(|t| t.session).collect();
-                let batch = Batch {
-                    changes,
-                    builds: vec![],
-                };
-                inner.apply_counted(&batch, &sessions).await?;
-            }
+        fill_batch(&mut *consumer, &mut batch, config.result_batch).await?;
+        let last = batch.is_empty();
+        let sent = if last {
+            scheduler.send(Drained).await
+        } else {
+            scheduler.send(Replies(batch)).await
+        };
+        if last || sent.is_err() {
             return Ok(());
         }
-        inner.apply_deliveries(batch, &stop).await?;
     }
 }
 
@@ -416,7 +642,7 @@ impl DispatchPace {
     }
 
     /// One turn of dispatch; whether anything was dispatched or sent.
-    async fn turn(&mut self, inner: &Inner) -> Result<bool, ActorError> {
+    async fn turn(&mut self, inner: &mut Inner) -> Result<bool, ActorError> {
         let now = inner.now();
         // Serving every session (the cluster Scheduler): find the ones with open work now and
         // then, so a session created after start-up is picked up within two seconds.
@@ -478,8 +704,8 @@ impl Inner {
     /// The in-flight counts of a session, counted from the store the first time.
     /// Counts a session's jobs in flight (once per state of the Scheduler) and restores the
     /// holders of its started work from the store.
-    async fn in_flight_of(&self, session: SessionId) -> Result<InFlight, ActorError> {
-        if let Some(f) = self.in_flight.borrow_mut().get(&session) {
+    async fn in_flight_of(&mut self, session: SessionId) -> Result<InFlight, ActorError> {
+        if let Some(f) = self.in_flight.get(&session) {
             return Ok(*f);
         }
         let counts = self.store.state_counts(session).await?;
@@ -490,24 +716,24 @@ impl Inner {
             eval: get(EvalQueued) + get(Evaluating),
         };
         self.restore_holders(session, &counts).await?;
-        Ok(*self.in_flight.borrow_mut().entry(session).or_insert(f))
+        Ok(*self.in_flight.entry(session).or_insert(f))
     }
 
     /// Declares a queue before the first publish to it, so requests wait in the queue for
     /// workers that have not started yet instead of failing.
-    async fn ensure_queue(&self, name: &str) -> Result<(), ActorError> {
-        if self.declared.borrow_mut().contains(name) {
+    async fn ensure_queue(&mut self, name: &str) -> Result<(), ActorError> {
+        if self.declared.contains(name) {
             return Ok(());
         }
         self.bus
             .declare_queue(name, &QueueOptions::limited(self.config.delivery_limit))
             .await?;
-        self.declared.borrow_mut().insert(name.to_string());
+        self.declared.insert(name.to_string());
         Ok(())
     }
 
-    async fn session(&self, id: SessionId) -> Result<Session, ActorError> {
-        if let Some(s) = self.sessions.borrow_mut().get(&id) {
+    async fn session(&mut self, id: SessionId) -> Result<Session, ActorError> {
+        if let Some(s) = self.sessions.get(&id) {
             return Ok(s.clone());
         }
         let s = self
@@ -515,12 +741,12 @@ impl Inner {
             .session(id)
             .await?
             .ok_or(ActorError::UnknownSession(id))?;
-        self.sessions.borrow_mut().insert(id, s.clone());
+        self.sessions.insert(id, s.clone());
         Ok(s)
     }
 
-    async fn config(&self, id: ConfigId) -> Result<Config, ActorError> {
-        if let Some(c) = self.configs.borrow_mut().get(&id) {
+    async fn config(&mut self, id: ConfigId) -> Result<Config, ActorError> {
+        if let Some(c) = self.configs.get(&id) {
             return Ok(c.clone());
         }
         let c = self
@@ -528,12 +754,12 @@ impl Inner {
             .config(id)
             .await?
             .ok_or_else(|| ActorError::Other(format!("config {id} is not in the store")))?;
-        self.configs.borrow_mut().insert(id, c.clone());
+        self.configs.insert(id, c.clone());
         Ok(c)
     }
 
     /// Deadlines for jobs of `session` queued now, (compile, eval): see [`queue_leases`].
-    async fn queue_deadlines(&self, session: SessionId) -> Result<(i64, i64), ActorError> {
+    async fn queue_deadlines(&mut self, session: SessionId) -> Result<(i64, i64), ActorError> {
         let backend = self.backends.get(&*self.store, session).await?;
         let (compile, eval) = queue_leases(
             backend.time_limits(),
@@ -551,7 +777,7 @@ impl Inner {
     /// works, so a dead worker's jobs come back within seconds whatever the step's timeout.
     /// (Also checks that the session's backend loads: a reply for a session that is not in the
     /// store fails here.)
-    async fn leases(&self, session: SessionId) -> Result<Leases, ActorError> {
+    async fn leases(&mut self, session: SessionId) -> Result<Leases, ActorError> {
         self.backends.get(&*self.store, session).await?;
         let deadline = self.now() + RUNNING_LEASE.as_millis() as i64;
         Ok(Leases {

@@ -63,7 +63,7 @@ impl Bus for RefusingBus {
     }
 }
 
-fn scheduler(store: Arc<dyn Store>, bus: Arc<dyn Bus>, session: SessionId) -> Rc<Inner> {
+fn scheduler(store: Arc<dyn Store>, bus: Arc<dyn Bus>, session: SessionId) -> Inner {
     let (_trigger, signal) = crate::shutdown::channel();
     let drain = crate::shutdown::Drain::new();
     Scheduler::new(
@@ -126,7 +126,7 @@ async fn a_successor_sends_what_a_dead_scheduler_owed() {
     assert_eq!(store.unsent(i64::MAX, 10).await.unwrap().len(), 3);
 
     let bus = MemoryBus::new(Namespace::new("outbox").unwrap());
-    let inner = scheduler(Arc::new(store.clone()), bus.clone(), session);
+    let mut inner = scheduler(Arc::new(store.clone()), bus.clone(), session);
     let mut sweep = send::OwedSweep::new();
     let before = sweep.due(now_ms()).expect("the first sweep is due at once");
     assert_eq!(
@@ -138,10 +138,7 @@ async fn a_successor_sends_what_a_dead_scheduler_owed() {
     assert_eq!(compile_requests(&*bus).await, vec![want]);
     assert!(store.unsent(i64::MAX, 10).await.unwrap().is_empty());
     // The build is out: dispatch does not ask for it again.
-    assert!(inner
-        .building
-        .borrow()
-        .contains(&(session, "noop:B=1".to_string())));
+    assert!(inner.building.contains(&(session, "noop:B=1".to_string())));
 }
 
 /// The broker refuses the publish right after dispatch commits: the jobs stay queued and owed
@@ -155,7 +152,7 @@ async fn a_refused_publish_stays_owed_until_the_broker_takes_it() {
         inner: memory.clone(),
         refuse: AtomicBool::new(true),
     });
-    let inner = scheduler(Arc::new(store.clone()), bus.clone(), session);
+    let mut inner = scheduler(Arc::new(store.clone()), bus.clone(), session);
     assert!(inner.dispatch_compile(session).await.unwrap(), "no error");
     for j in store.in_flight(session).await.unwrap() {
         assert_eq!((j.state, j.attempt), (CompileQueued, 1));
@@ -221,7 +218,7 @@ async fn a_heartbeat_renews_the_lease_of_running_work() {
         store.apply(&batch).await.unwrap();
     }
     let bus = MemoryBus::new(Namespace::new("outbox").unwrap());
-    let inner = scheduler(Arc::new(store.clone()), bus.clone(), session);
+    let mut inner = scheduler(Arc::new(store.clone()), bus.clone(), session);
     let results = bus.namespace().results_queue();
     bus.declare_queue(&results, &QueueOptions::limited(5))
         .await

@@ -59,7 +59,7 @@ impl Inner {
     /// A session found finished is counted again only once a minute, or as soon as it has a
     /// new job (jobs loaded into it start as new; one probe of the state index tells).
     pub(super) async fn session_counts(
-        &self,
+        &mut self,
         finished: &mut FinishedSessions,
         now_ms: i64,
     ) -> Result<Vec<(SessionId, Counts)>, ActorError> {

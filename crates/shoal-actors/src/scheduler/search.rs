@@ -246,10 +246,10 @@ fn release(job: JobId, to: JobState) -> Change {
 impl Inner {
     /// One turn of `session`'s searches: outcomes read, candidates chosen up to the room left,
     /// their jobs released; whether anything moved.
-    pub(super) async fn drive_search(&self, session: SessionId) -> Result<bool, ActorError> {
+    pub(super) async fn drive_search(&mut self, session: SessionId) -> Result<bool, ActorError> {
         // Taken out of the map while it is driven (no borrow across an await); an error drops
         // it, and the next turn rebuilds it from the store.
-        let taken = self.searches.borrow_mut().remove(&session);
+        let taken = self.searches.remove(&session);
         let mut search = match taken {
             Some(Some(s)) => s,
             Some(None) => return Ok(self.no_search(session)),
@@ -258,7 +258,7 @@ impl Inner {
                 None => return Ok(self.no_search(session)),
             },
         };
-        let outcomes = self.outcomes.borrow_mut().remove(&session);
+        let outcomes = self.outcomes.remove(&session);
         search.observe(&outcomes.unwrap_or_default());
         let room = self
             .config
@@ -275,23 +275,23 @@ impl Inner {
         if search.finished() {
             self.no_search(session);
         } else {
-            self.searches.borrow_mut().insert(session, Some(search));
+            self.searches.insert(session, Some(search));
         }
         Ok(moved)
     }
 
     /// Remembers that `session` has no search to drive (none, or every one ended), so that its
     /// outcomes are no longer recorded; nothing moved.
-    fn no_search(&self, session: SessionId) -> bool {
-        self.searches.borrow_mut().insert(session, None);
-        self.outcomes.borrow_mut().remove(&session);
+    fn no_search(&mut self, session: SessionId) -> bool {
+        self.searches.insert(session, None);
+        self.outcomes.remove(&session);
         false
     }
 
     /// Records what a change into a final state tells `session`'s search, unless the session is
     /// known to have none: the time of a measured job, `None` for a failure.
-    pub(super) fn record_outcome(&self, session: SessionId, change: &Change) {
-        if matches!(self.searches.borrow().get(&session), Some(None)) {
+    pub(super) fn record_outcome(&mut self, session: SessionId, change: &Change) {
+        if matches!(self.searches.get(&session), Some(None)) {
             return;
         }
         let time = match (&change.transition.to, &change.result) {
@@ -302,14 +302,13 @@ impl Inner {
             _ => None,
         };
         self.outcomes
-            .borrow_mut()
             .entry(session)
             .or_default()
             .push((change.transition.job, time));
     }
 
     async fn rebuild_search(
-        &self,
+        &mut self,
         session: SessionId,
     ) -> Result<Option<SessionSearch>, ActorError> {
         let SessionBackend::Command(spec) = self.backends.get(&*self.store, session).await? else {

@@ -42,7 +42,7 @@ impl Inner {
     /// Publishes requests in order, requests to the same queue together, and removes the outbox
     /// rows of those the broker confirmed. Stops at the first failure: what is left stays owed
     /// for [`Inner::send_owed`]. Returns how many requests were confirmed.
-    pub(crate) async fn send(&self, outgoing: Vec<Outgoing>) -> usize {
+    pub(crate) async fn send(&mut self, outgoing: Vec<Outgoing>) -> usize {
         let mut sent: Vec<JobRef> = Vec::new();
         let mut confirmed = 0;
         let mut rest = outgoing.into_iter().peekable();
@@ -75,7 +75,7 @@ impl Inner {
 
     /// Sends what has been owed since before `before_ms`, rebuilt from the job rows, in the order
     /// it was owed. Returns how many requests were confirmed.
-    pub(crate) async fn send_owed(&self, before_ms: i64) -> Result<usize, ActorError> {
+    pub(crate) async fn send_owed(&mut self, before_ms: i64) -> Result<usize, ActorError> {
         let jobs = self.store.unsent(before_ms, OWED_BATCH).await?;
         let serves_all = self.config.sessions.is_empty();
         let mut by_session: Vec<(SessionId, Vec<Job>)> = Vec::new();
@@ -107,7 +107,7 @@ impl Inner {
                 self.add_to_compile_requests(&mut requests, &claimed, r)
                     .await?;
                 // As if just claimed: its compile result may chain its eval dispatch.
-                self.compiling.borrow_mut().insert(j.id, claimed);
+                self.compiling.insert(j.id, claimed);
             }
             outgoing.extend(self.compile_outgoing(&session, requests));
             let mut items = Vec::new();
@@ -127,7 +127,7 @@ impl Inner {
     /// Adds job `r` (claimed as `j`) to the compile request of its build, the last one if it is
     /// for the same build and step, or a new one.
     pub(crate) async fn add_to_compile_requests(
-        &self,
+        &mut self,
         requests: &mut Vec<CompileRequest>,
         j: &Job,
         r: JobRef,
@@ -150,11 +150,11 @@ impl Inner {
 
     /// Compile requests as [`Outgoing`], noting each build as out.
     pub(crate) fn compile_outgoing(
-        &self,
+        &mut self,
         session: &Session,
         requests: Vec<CompileRequest>,
     ) -> Vec<Outgoing> {
-        let mut building = self.building.borrow_mut();
+        let building = &mut self.building;
         requests
             .into_iter()
             .filter(|req| !req.jobs.is_empty())
@@ -217,7 +217,7 @@ impl Inner {
 
     /// The eval request item of job `j` for its queued `attempt`.
     pub(crate) async fn eval_item_at(
-        &self,
+        &mut self,
         j: &Job,
         attempt: u32,
         artifact: String,

@@ -18,7 +18,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
     use shoal_model::message::{CompileReply, ReplyBody};
 
     let (store, session) = session_with_jobs(3).await;
-    let (inner, bus, req, stop, _drain) = dispatched(Arc::new(store.clone()), session).await;
+    let (mut inner, bus, req, stop, _drain) = dispatched(Arc::new(store.clone()), session).await;
     assert_eq!(req.jobs.len(), 3);
     let ns = bus.namespace().clone();
 
@@ -45,7 +45,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
         assert!(j.lease_deadline_ms.is_some());
     }
     assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 3);
-    assert!(inner.compiling.borrow().is_empty());
+    assert!(inner.compiling.is_empty());
     let eval_queue = ns.eval_queue(shoal_model::Step::NoopRun, "x86_64", 2);
     assert_eq!(bus.queue_depth(&eval_queue).await.unwrap(), 1);
     let mut evals = bus.consume(&eval_queue, 8).await.unwrap();
@@ -79,7 +79,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
     assert!(dead[0].contains("stale compile result"), "{dead:?}");
     assert_eq!(inner.in_flight_of(session).await.unwrap().eval, 3);
 
-    a_known_build_goes_straight_to_eval(&store, &inner, &*bus, &mut evals, &req).await;
+    a_known_build_goes_straight_to_eval(&store, &mut inner, &*bus, &mut evals, &req).await;
 }
 
 /// The end of [`a_compile_result_dispatches_the_eval_in_the_same_write`]: a job added later
@@ -87,7 +87,7 @@ async fn a_compile_result_dispatches_the_eval_in_the_same_write() {
 /// and its eval request follows.
 async fn a_known_build_goes_straight_to_eval(
     store: &shoal_store::SqliteStore,
-    inner: &Inner,
+    inner: &mut Inner,
     bus: &dyn shoal_bus::Bus,
     evals: &mut Box<dyn Consumer>,
     req: &shoal_model::message::CompileRequest,
@@ -215,7 +215,7 @@ async fn dispatched(
     store: Arc<dyn Store>,
     session: SessionId,
 ) -> (
-    Rc<Inner>,
+    Inner,
     Arc<shoal_bus::MemoryBus>,
     shoal_model::message::CompileRequest,
     Signal,
@@ -242,7 +242,7 @@ async fn dispatched(
         signal.clone(),
         drain.guard(),
     );
-    let inner = scheduler.fresh_inner();
+    let mut inner = scheduler.fresh_inner();
     assert!(inner.dispatch_compile(session).await.unwrap());
     let mut compiles = bus
         .consume(&ns.compile_queue(shoal_model::Step::NoopBuild, "x86_64"), 8)
@@ -268,7 +268,7 @@ async fn bad_replies_are_dead_lettered_alone_and_the_good_ones_apply() {
     use shoal_model::message::{CompileReply, EvalReply, ReplyBody};
     use shoal_model::{FailureKind, Measurement, Outcome};
     let (store, session) = session_with_jobs(2).await;
-    let (inner, bus, req, stop, _drain) = dispatched(Arc::new(store.clone()), session).await;
+    let (mut inner, bus, req, stop, _drain) = dispatched(Arc::new(store.clone()), session).await;
     let results = bus.namespace().results_queue();
     let compiled = |session, result| {
         Message::Reply(ReplyBody::Compiled(CompileReply {
@@ -373,7 +373,7 @@ async fn a_store_outage_during_apply_holds_the_replies_and_retries() {
         inner: Arc::new(store.clone()),
         failures: std::sync::atomic::AtomicU32::new(0),
     });
-    let (inner, bus, req, stop, _drain) = dispatched(flaky.clone(), session).await;
+    let (mut inner, bus, req, stop, _drain) = dispatched(flaky.clone(), session).await;
     flaky.failures.store(3, std::sync::atomic::Ordering::SeqCst);
     let results = bus.namespace().results_queue();
     let reply = Message::Reply(ReplyBody::Compiled(CompileReply {
@@ -400,4 +400,88 @@ async fn a_store_outage_during_apply_holds_the_replies_and_retries() {
         0,
         "acked, not given back"
     );
+}
+
+/// A store whose `apply` panics the first `panics` times: a bug in the Scheduler's own
+/// path, not a candidate's fault.
+struct Panicking {
+    inner: Arc<dyn Store>,
+    panics: std::sync::atomic::AtomicU32,
+    calls: std::sync::atomic::AtomicU32,
+}
+
+shoal_store::delegating_store! {
+    impl Store for Panicking {
+        delegate to inner;
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        async fn apply(&self, batch: &Batch) -> shoal_store::Result<Vec<bool>> {
+            use std::sync::atomic::Ordering;
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if self
+                .panics
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                panic!("a bug in the Scheduler's path");
+            }
+            self.inner.apply(batch).await
+        }
+    }
+}
+
+/// The Scheduler actor panics in its first turn of dispatch (its first write): actix's `Supervisor` starts it
+/// again with fresh state (after the first backoff), and the restarted actor dispatches the
+/// session's compile request. Then the stop signal drains it and it stops for good, dropping its
+/// drain guard.
+#[actix::test]
+async fn a_scheduler_that_panics_is_restarted_by_its_supervisor() {
+    use shoal_bus::Bus;
+    use std::sync::atomic::Ordering;
+    let (store, session) = session_with_jobs(2).await;
+    let panicking = Arc::new(Panicking {
+        inner: Arc::new(store.clone()),
+        panics: std::sync::atomic::AtomicU32::new(1),
+        calls: std::sync::atomic::AtomicU32::new(0),
+    });
+    let ns = shoal_model::queue::Namespace::new("restarts").unwrap();
+    let bus = shoal_bus::MemoryBus::new(ns.clone());
+    let compiles = ns.compile_queue(shoal_model::Step::NoopBuild, "x86_64");
+    bus.declare_queue(&compiles, &QueueOptions::limited(5))
+        .await
+        .unwrap();
+    let (trigger, signal) = crate::shutdown::channel();
+    let drain = crate::shutdown::Drain::new();
+    let restarts_before = shoal_metrics::metrics().loop_restarts("scheduler");
+    Scheduler::new(
+        panicking.clone(),
+        bus.clone(),
+        SessionBackends::default(),
+        SchedulerConfig {
+            sessions: vec![session],
+            ..SchedulerConfig::default()
+        },
+        signal,
+        drain.guard(),
+    )
+    .start_supervised();
+    let mut consumer = bus.consume(&compiles, 8).await.unwrap();
+    let d = tokio::time::timeout(Duration::from_secs(10), consumer.next())
+        .await
+        .expect("the restarted Scheduler dispatched within 10 s")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        bus.codec().decode(&d.payload),
+        Ok(Message::Compile(_))
+    ));
+    d.ack().await.unwrap();
+    assert_eq!(panicking.panics.load(Ordering::SeqCst), 0, "it panicked");
+    assert!(panicking.calls.load(Ordering::SeqCst) >= 2, "and ran again");
+    assert!(shoal_metrics::metrics().loop_restarts("scheduler") > restarts_before);
+    trigger.trigger();
+    tokio::time::timeout(Duration::from_secs(10), drain.wait())
+        .await
+        .expect("the Scheduler stopped for good after the stop signal");
 }

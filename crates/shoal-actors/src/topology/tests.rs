@@ -64,6 +64,7 @@ fn embedded(arch: &str, num_cu: u32) -> Result<Topology, crate::ActorError> {
         scheduler: SchedulerConfig::default(),
         devices: host(),
         runner_program: vec![],
+        activity: Default::default(),
     };
     crate::embedded::plan(
         &session(arch, num_cu),
@@ -88,6 +89,7 @@ fn worker(roles: Roles, eval_on_cpu: bool) -> WorkerOptions {
         export_dir: PathBuf::from("/w/exports"),
         devices: host(),
         runner_program: vec![],
+        activity: Default::default(),
     }
 }
 

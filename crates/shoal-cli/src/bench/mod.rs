@@ -386,6 +386,7 @@ pub async fn start_embedded(
             monitor_interval: Duration::from_secs(5),
             devices,
             runner_program: crate::host::runner_program(),
+            activity: Default::default(),
             scheduler,
         },
     )

@@ -155,6 +155,7 @@ pub async fn run(args: RunArgs, db: &Path) -> anyhow::Result<ExitCode> {
             jobs: args.jobs,
             work_dir: args.work_dir,
             max_gpus: None,
+            activity: Default::default(),
         },
         stop,
     )

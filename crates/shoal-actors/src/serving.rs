@@ -1,0 +1,238 @@
+//! Workers as actix actors: [`Served`] runs a [`Service`] (a compile slot, a device's
+//! Evaluator), whose requests arrive as [`Serve`] messages from a thin bus adapter (its
+//! [`Service::feed`]) and are served one at a time, with the run's state owned by the actor.
+//!
+//! - **State.** A run's state (a slot's work directory, a device's artifact cache, runner and
+//!   replies in flight) is the actor's. Serving a request moves it into the request's future and
+//!   back (`ctx.wait`), so no other message is taken meanwhile and nothing else can reach it: no
+//!   lock, no `RefCell`.
+//! - **Adapter.** The feed consumes the service's queue and sends each request, waiting for it to
+//!   be served before it takes the next: the queue's prefetch, not the mailbox, bounds what is in
+//!   hand. It lives as long as one run of the actor.
+//! - **Restarts.** A request whose serving fails (the machinery: the broker, the store, a full
+//!   disk) or panics, or a feed that fails, stops the actor; actix's `Supervisor` starts it again
+//!   with fresh state after [`RestartPace`]'s backoff, or the process is told it gave up. A fault
+//!   in tuned code never gets here: it is an outcome, replied like any other.
+//! - **Stop.** On the stop signal the feed ends; the service finishes what it has in hand
+//!   ([`Service::finish`]) and the actor stops for good, dropping its drain guard.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use actix::prelude::*;
+use futures_util::FutureExt;
+
+use crate::shutdown::{DrainGuard, Signal};
+use crate::supervise::{panic_message, Backoff, Restart, RestartPace};
+use crate::ActorError;
+
+/// A future on the actor's thread.
+pub(crate) type Local<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// What a worker actor does: the requests it serves and the state a run keeps.
+pub(crate) trait Service: Sized + 'static {
+    /// One request, as the feed took it from the bus (with its delivery, settled by
+    /// [`Service::serve`]).
+    type Request: Send + 'static;
+    /// What one run keeps between requests.
+    type State: Unpin + 'static;
+
+    /// The name in logs, metrics and give-up reasons.
+    fn name(&self) -> String;
+
+    /// How restarts are paced.
+    fn backoff(&self) -> Backoff;
+
+    /// A run's fresh state.
+    fn fresh_state(&self) -> Result<Self::State, ActorError>;
+
+    /// The adapter of one run: declares and consumes the service's queue and sends each request
+    /// to `to`, waiting until it is served, until the stop signal or the end of the queue.
+    fn feed(
+        self: Rc<Self>,
+        to: Addr<Served<Self>>,
+        stop: Signal,
+    ) -> Local<'static, Result<(), ActorError>>;
+
+    /// Serves one request.
+    fn serve<'a>(
+        &'a self,
+        state: &'a mut Self::State,
+        request: Self::Request,
+        stop: &'a Signal,
+    ) -> Local<'a, Result<(), ActorError>>;
+
+    /// Ends a run: what the state still has in hand is settled (replies sent and acked).
+    fn finish<'a>(&'a self, state: &'a mut Self::State) -> Local<'a, Result<(), ActorError>>;
+}
+
+/// One request for the actor to serve.
+pub(crate) struct Serve<R>(pub R);
+
+impl<R: Send + 'static> Message for Serve<R> {
+    type Result = ();
+}
+
+/// The feed ended (the stop signal): finish and stop for good.
+pub(crate) struct FeedEnded;
+
+impl Message for FeedEnded {
+    type Result = ();
+}
+
+/// The actor that runs a [`Service`].
+pub(crate) struct Served<S: Service> {
+    service: Rc<S>,
+    /// This run's state: `None` while a request holds it, and between a failure and the restart.
+    state: Option<S::State>,
+    stop: Signal,
+    guard: DrainGuard,
+    pace: RestartPace,
+    /// Stopped for good: not started again.
+    finished: bool,
+}
+
+impl<S: Service> Served<S> {
+    /// Starts `service` under actix's `Supervisor`.
+    pub(crate) fn start(service: S, stop: Signal, guard: DrainGuard) -> Addr<Self> {
+        let pace = RestartPace::new(service.name(), service.backoff());
+        Supervisor::start(move |_| Served {
+            service: Rc::new(service),
+            state: None,
+            stop,
+            guard,
+            pace,
+            finished: false,
+        })
+    }
+
+    /// Starts a run: fresh state and the feed.
+    fn begin(&mut self, ctx: &mut Context<Self>) {
+        match self.service.fresh_state() {
+            Ok(state) => self.state = Some(state),
+            Err(e) => return self.failed(ctx, e.to_string()),
+        }
+        let feed = self.service.clone().feed(ctx.address(), self.stop.clone());
+        ctx.spawn(feed.into_actor(self).map(|out, act, ctx| match out {
+            Ok(()) => ctx.notify(FeedEnded),
+            Err(e) => act.failed(ctx, e.to_string()),
+        }));
+    }
+
+    /// Serves `request` on the state (or, with `None`, ends the run), to its end before any
+    /// other message.
+    fn run(&mut self, ctx: &mut Context<Self>, request: Option<S::Request>) {
+        let ends_run = request.is_none();
+        let Some(mut state) = self.state.take() else {
+            // Between a failure and its restart: the request's delivery, dropped unsettled,
+            // goes back to its queue.
+            if ends_run {
+                self.finish(ctx);
+            }
+            return;
+        };
+        let (service, stop) = (self.service.clone(), self.stop.clone());
+        let fut = AssertUnwindSafe(async move {
+            let out = match request {
+                Some(request) => service.serve(&mut state, request, &stop).await,
+                None => Ok(()),
+            };
+            if out.is_err() || ends_run {
+                // Whatever ended the run, what is in hand is settled first.
+                let finished = service.finish(&mut state).await;
+                return out.and(finished).map(|()| state);
+            }
+            out.map(|()| state)
+        })
+        .catch_unwind();
+        ctx.wait(fut.into_actor(self).map(move |out, act, ctx| match out {
+            Ok(Ok(_)) if ends_run => act.finish(ctx),
+            Ok(Ok(state)) => act.state = Some(state),
+            Ok(Err(e)) => act.failed(ctx, e.to_string()),
+            Err(panic) => act.failed(ctx, format!("panic: {}", panic_message(&*panic))),
+        }));
+    }
+
+    /// The run failed: stop, and let the supervisor start again after the backoff, unless the
+    /// process is stopping or the failures have lasted too long.
+    fn failed(&mut self, ctx: &mut Context<Self>, failure: String) {
+        self.state = None;
+        if self.stop.is_triggered() {
+            tracing::error!(actor = %self.service.name(), error = %failure, "failed while stopping");
+            return self.finish(ctx);
+        }
+        if let Restart::GiveUp(reason) = self.pace.failed(&failure) {
+            self.guard.give_up().give_up(reason);
+            return self.finish(ctx);
+        }
+        ctx.stop();
+    }
+
+    /// Stops for good.
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        self.finished = true;
+        self.state = None;
+        ctx.stop();
+    }
+}
+
+impl<S: Service> Actor for Served<S> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.finished {
+            // Started again because an address was still alive when it stopped for good: the
+            // feed that held it went with the last run, so this stop is the last.
+            ctx.stop();
+            return;
+        }
+        let delay = self.pace.starting();
+        if delay.is_zero() {
+            return self.begin(ctx);
+        }
+        let mut stop = self.stop.clone();
+        let backoff = async move {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = stop.triggered() => {}
+            }
+        };
+        ctx.spawn(backoff.into_actor(self).map(|_, act, ctx| {
+            if act.stop.is_triggered() {
+                act.finish(ctx)
+            } else {
+                act.begin(ctx)
+            }
+        }));
+    }
+}
+
+impl<S: Service> Supervised for Served<S> {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        self.state = None;
+    }
+}
+
+impl<S: Service> Handler<Serve<S::Request>> for Served<S> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Serve<S::Request>, ctx: &mut Context<Self>) {
+        self.run(ctx, Some(msg.0));
+    }
+}
+
+impl<S: Service> Handler<FeedEnded> for Served<S> {
+    type Result = ();
+
+    fn handle(&mut self, _: FeedEnded, ctx: &mut Context<Self>) {
+        self.run(ctx, None);
+    }
+}
+
+/// Sends `request` to the actor and waits until it is served; `false` once the actor has
+/// stopped (the feed then ends: its run is over).
+pub(crate) async fn served<S: Service>(to: &Addr<Served<S>>, request: S::Request) -> bool {
+    to.send(Serve(request)).await.is_ok()
+}
