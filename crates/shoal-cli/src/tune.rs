@@ -84,7 +84,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     let presence = crate::worker::Presence::start(
         store.clone(),
         shoal_actors::presence::Identity {
-            host: crate::run::hostname(),
+            host: crate::host::hostname(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
             roles: crate::worker::role_names(shoal_actors::cluster::Roles {
