@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """KernelTuner's search strategies, in its simulation mode, on recorded spaces in the T4 format:
-the other side of `scripts/bench-search` (Shoal's side is `shoal bench search`). Needs the
+the other side of `scripts/bench-search` (Shoal's side is `shoal-bench search`). Needs the
 `kernel-tuner` package, 1.5.0 (scripts/bench-search installs it into a virtual environment).
 
 Usage:
@@ -15,8 +15,8 @@ within 2 %):
   kerneltuner space=<file name> budget=<b> best=<strategy>:<median ratio>:<share within 2%>
 A ratio is the best valid time a run found over the space's optimum (inf if it found none).
 
-What makes the comparison with `shoal bench search` fair:
-- The objective of a configuration is read as crates/shoal-cli/src/bench/t4.rs reads it: the
+What makes the comparison with `shoal-bench search` fair:
+- The objective of a configuration is read as crates/shoal-backend/src/replay/t4.rs reads it: the
   `time` measurement, else the mean of `times.runtimes`; none (a failure) when `invalidity` is
   not "correct" or the time is not > 0. The optimum is the least such time over the file.
 - The T4 file becomes a KernelTuner cache file (its own JSON format, the one simulation mode
@@ -137,7 +137,7 @@ def number(v):
 
 def read_t4(path):
     """The configurations of a T4 file: parameter names, and per configuration its values,
-    its objective (None: failed) and its failure kind, as crates/shoal-cli/src/bench/t4.rs."""
+    its objective (None: failed) and its failure kind, as crates/shoal-backend/src/replay/t4.rs."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         doc = json.load(f)

@@ -253,3 +253,63 @@ fn a_session_whose_spec_directory_moved_still_exports() {
     assert_eq!(csv.lines().count(), 3, "a header and two shapes:\n{csv}");
     assert_eq!(winners(&csv), winners(&first), "{csv}\n{first}");
 }
+
+/// The commands a `--help` lists: the first word of each line of its `Commands:` section.
+fn commands_listed(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// The release `shoal` carries no developer tool: no command its help lists, at any depth, is a
+/// bench or the hostile publisher (those are `shoal-bench`'s), and naming one is an error.
+#[test]
+fn shoal_lists_no_bench_or_hostile_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut visit: Vec<Vec<String>> = vec![vec![]];
+    let mut listed = 0;
+    while let Some(path) = visit.pop() {
+        let out = common::run_ok(common::shoal(d).args(&path).arg("--help"));
+        let help = String::from_utf8_lossy(&out.stdout).into_owned();
+        for command in commands_listed(&help) {
+            listed += 1;
+            assert!(
+                !command.contains("bench") && !command.contains("hostile"),
+                "`shoal {} --help` lists `{command}`:\n{help}",
+                path.join(" ")
+            );
+            if command != "help" {
+                visit.push([path.clone(), vec![command]].concat());
+            }
+        }
+    }
+    assert!(
+        listed > 30,
+        "only {listed} commands found: is the parsing broken?"
+    );
+    let help = common::run_ok(common::shoal(d).arg("help"));
+    let top = commands_listed(&String::from_utf8_lossy(&help.stdout));
+    assert!(top.contains(&"tune".to_string()), "{top:?}");
+    assert!(
+        !top.iter().any(|c| c == "bench" || c == "hostile"),
+        "{top:?}"
+    );
+    for args in [
+        vec!["bench", "dispatch"],
+        vec!["bench", "hostile"],
+        vec!["hostile"],
+    ] {
+        let out = common::shoal(d).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr_of(&out).contains("unrecognized subcommand"),
+            "{args:?}: {}",
+            stderr_of(&out)
+        );
+    }
+}

@@ -44,7 +44,7 @@ fn check_finished(dir: &std::path::Path) {
             "shape {config}: the budget tried, the rest skipped"
         );
         // Near the floor (100): a sanity check that outcomes reach the search. (Which strategy
-        // is better is for `shoal bench search` to show; 24 draws at random come this close
+        // is better is for `shoal-bench search` to show; 24 draws at random come this close
         // about two times in three.)
         assert!(best <= 110.0, "shape {config}: best found {best}");
     }

@@ -1,7 +1,7 @@
 //! Tidy rules checked as ordinary tests (after rust-analyzer's `tidy.rs`): every source file of
-//! every crate opens with a `//!` comment saying what it is and why; only the CLI reads the
-//! environment; ARCHITECTURE.md names only paths that exist; the production grants file is
-//! generated from the one place grants are decided.
+//! every crate opens with a `//!` comment saying what it is and why; only the command lines
+//! (`shoal`, `shoal-bench`) read the environment; ARCHITECTURE.md names only paths that exist;
+//! the production grants file is generated from the one place grants are decided.
 
 mod common;
 
@@ -44,10 +44,11 @@ fn every_source_file_starts_with_a_module_doc() {
     );
 }
 
-/// Only the CLI reads settings from the environment: every crate below it takes what it needs
-/// as values (options, arguments), so a setting has one place where it is read, documented and
-/// checked, and a test can run the crates without touching the process environment. The few
-/// exceptions read something that is not a Shoal setting, and say why.
+/// Only the CLI (`shoal`, and the developers' `shoal-bench`) reads settings from the
+/// environment: every crate below it takes what it needs as values (options, arguments), so a
+/// setting has one place where it is read, documented and checked, and a test can run the
+/// crates without touching the process environment. The few exceptions read something that is
+/// not a Shoal setting, and say why.
 #[test]
 fn only_the_cli_reads_the_environment() {
     const ALLOWED: [(&str, &str); 4] = [
@@ -69,7 +70,11 @@ fn only_the_cli_reads_the_environment() {
     let mut files = Vec::new();
     for krate in std::fs::read_dir(common::repo_root().join("crates")).unwrap() {
         let krate = krate.unwrap().path();
-        if krate.file_name().is_some_and(|n| n == "shoal-cli") {
+        // The command lines: the `shoal` users get, and the developers' `shoal-bench`.
+        if krate
+            .file_name()
+            .is_some_and(|n| n == "shoal-cli" || n == "shoal-bench")
+        {
             continue;
         }
         let src = krate.join("src");

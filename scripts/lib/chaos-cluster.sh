@@ -286,11 +286,11 @@ fault() {
         local out
         if out=$(env SHOAL_BROKER="$(own_admin_broker fx)" SHOAL_DB="$(own_admin_db fx)" \
             SHOAL_NAMESPACE=chaos SHOAL_HMAC_KEY_FILE="$OWN_DIR/hmac.key" RUST_LOG=warn \
-            "$SHOAL" bench hostile --signed --marker "$CHAOS_W/pwned" \
+            "$SHOAL_BENCH" hostile --signed --marker "$CHAOS_W/pwned" \
             --export-to "$CHAOS_W/forged-export" 2>>"$CHAOS_W/logs/hostile.log"); then
             fault_log "$out"
         else
-            fault_log "hostile: shoal bench hostile failed; see $CHAOS_W/logs/hostile.log"
+            fault_log "hostile: shoal-bench hostile failed; see $CHAOS_W/logs/hostile.log"
         fi
         # An eval host turned hostile: its own broker user and the deployment's key.
         if out=$(
@@ -298,12 +298,12 @@ fault() {
             # shellcheck disable=SC1090 # the insider's settings, written by own_role_env
             . "$(own_role_env fx eval.insider "${broker_pw[eval.insider]}" "${db_pw[eval]}")"
             set +a
-            RUST_LOG=warn "$SHOAL" bench hostile --insider --marker "$CHAOS_W/pwned" \
+            RUST_LOG=warn "$SHOAL_BENCH" hostile --insider --marker "$CHAOS_W/pwned" \
                 --export-to "$CHAOS_W/forged-export" 2>>"$CHAOS_W/logs/hostile.log"
         ); then
             fault_log "$out"
         else
-            fault_log "hostile: shoal bench hostile --insider failed; see $CHAOS_W/logs/hostile.log"
+            fault_log "hostile: shoal-bench hostile --insider failed; see $CHAOS_W/logs/hostile.log"
         fi
         ;;
     *) die "chaos: unknown fault $1" ;;

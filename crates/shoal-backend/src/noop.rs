@@ -1,6 +1,6 @@
 //! The no-op backend: the machinery without the work. Its builds and timings do nothing at once
 //! (`scripts/bench-dispatch` measures Shoal itself that way), or, when a job asks, sleep for the
-//! time it names, so that a simulated fleet (`shoal bench fleet`) keeps its simulated devices
+//! time it names, so that a simulated fleet (`shoal-bench fleet`) keeps its simulated devices
 //! exactly as busy as real ones with those times would be:
 //! - a compile parameter [`BUILD_SLEEP_MS`] makes the build sleep that long;
 //! - a run parameter [`EVAL_SLEEP_US`] makes the evaluation sleep that long and report it as the

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::host::SandboxMode;
 use crate::logging::LogFormat;
 // The flags of `shoal tune`, and the `--max-candidates` parser other commands share.
 use crate::tune_args::max_candidates;
@@ -36,13 +37,6 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// `--sandbox`: whether tuned code runs in the sandbox.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SandboxMode {
-    On,
-    Off,
 }
 
 #[derive(Debug, Subcommand)]
@@ -369,11 +363,6 @@ pub enum Command {
     /// argument or input (a table that cannot be read, a session not in the store).
     #[command(verbatim_doc_comment)]
     Compare(crate::compare::CompareArgs),
-    /// Measure Shoal itself.
-    Bench {
-        #[command(subcommand)]
-        command: BenchCommand,
-    },
     /// Run a session's jobs to the end in this process (compile, evaluate, record), resuming
     /// whatever an earlier run left.
     Run(crate::miopen::RunArgs),
@@ -514,26 +503,6 @@ pub enum GoldenCommand {
         #[arg(long)]
         json: bool,
     },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// Push N jobs of the no-op backend through the whole path and print
-    /// `dispatch mode=<mode> jobs=<N> secs=<S> jobs_per_s=<R>`.
-    Dispatch(crate::bench::DispatchArgs),
-    /// A simulated fleet: `--devices N` simulated GPUs over `--hosts H` eval worker processes,
-    /// each evaluation a sleep of a fixed or recorded time, and one line of figures: `fleet …
-    /// busy_pct=<mean>/<worst> jobs_per_s=<R> scheduler_cpu_pct=<P> secs=<S>`.
-    Fleet(crate::bench::fleet::FleetArgs),
-    /// Shoal's search strategies on recorded spaces in the T4 format, offline: per strategy and
-    /// budget, the median best-found over the optimum over `--reps` seeds, and the share of
-    /// runs within 2 % of it.
-    Search(crate::bench::search::SearchArgs),
-    /// Publish what an attacker with broker access but without the signing key would send
-    /// (garbage, a length bomb, forged replies and orders about real jobs) to the cluster
-    /// named by the environment, and print `hostile published=<n> …`. The cluster must
-    /// refuse all of it; `scripts/chaos` checks that nothing took effect.
-    Hostile(crate::hostile::HostileArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,7 +14,7 @@ use shoal_actors::backends::SessionBackends;
 use shoal_model::queue::ControlTarget;
 use shoal_model::SessionId;
 
-use crate::args::{spec_limits, BenchCommand, Cli, Command, ControlCommand, DbCommand};
+use crate::args::{spec_limits, Cli, Command, ControlCommand, DbCommand};
 use crate::store_open::{open_existing, open_store, session_or_newest};
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -175,18 +175,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => crate::miopen::fin_steps::run(args, &db).await,
         Command::Worker(args) => crate::worker::run(args).await,
         Command::Control { command } => control(command).await,
-        Command::Bench {
-            command: BenchCommand::Dispatch(args),
-        } => crate::bench::dispatch(args).await,
-        Command::Bench {
-            command: BenchCommand::Fleet(args),
-        } => crate::bench::fleet::fleet(args).await,
-        Command::Bench {
-            command: BenchCommand::Search(args),
-        } => crate::bench::search::search(args),
-        Command::Bench {
-            command: BenchCommand::Hostile(args),
-        } => crate::hostile::hostile(args).await,
     }
 }
 

@@ -2,13 +2,19 @@
 //! `SHOAL_TEST_FAKE_GPU`), the program of a library-mode runner (`SHOAL_RUNNER`) and where
 //! MIOpen's `fin` is (`--fin`, `SHOAL_FIN`). The crates below take these as values, so only the
 //! CLI reads the environment (the tidy test holds it to that). And how its tuned code is
-//! confined ([`confine_children`]): the sandbox, and the secret paths it hides.
+//! confined ([`confine_children`]): the sandbox, and the secret paths it hides. And its name
+//! ([`hostname`]).
 
 use std::path::{Path, PathBuf};
 
 use shoal_gpu::{Device, SystemRoot};
 
-use crate::args::SandboxMode;
+/// `--sandbox`: whether tuned code runs in the sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SandboxMode {
+    On,
+    Off,
+}
 
 static SANDBOX_MODE: std::sync::OnceLock<SandboxMode> = std::sync::OnceLock::new();
 
@@ -67,6 +73,15 @@ pub fn secret_paths(config: Option<&Path>) -> Vec<PathBuf> {
     out.extend(config_home.map(|d| d.join("shoal")));
     out.retain(|p| p.exists());
     out
+}
+
+/// This host's name, as workers and sessions record it (`localhost` when the kernel has none).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 /// `SHOAL_TEST_FAKE_GPU=<arch>:<units>`: a GPU that is not there, for tests of the GPU path on

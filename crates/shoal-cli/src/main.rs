@@ -1,38 +1,35 @@
 //! `shoal`: the command line. A thin layer over the crates: it parses arguments, opens the store
 //! and the bus, starts actors, and prints. Every decision about jobs lives below it.
 //!
-//! **Architecture invariant:** only this crate uses `anyhow`, reads the process environment for
-//! settings, installs signal handlers and writes to the terminal.
+//! What it shares with the developers' `shoal-bench` (settings, the host, signals, logging) is
+//! the crate's library (`lib.rs`), imported here under the same names, so that every module
+//! below reaches it as `crate::connect`, `crate::host`, ….
+//!
+//! **Architecture invariant:** only this crate (and `shoal-bench`) uses `anyhow`, reads the
+//! process environment for settings, installs signal handlers and writes to the terminal.
 
 mod args;
-mod bench;
 mod cli;
 mod commands;
 mod compare;
-mod connect;
 mod dead_letters;
 mod fleet;
-mod host;
-mod hostile;
-mod logging;
 mod metrics_endpoint;
 mod miopen;
 mod retime;
 mod run;
 mod ship;
-mod signals;
 mod status;
-mod store_open;
 mod tune;
 mod tune_args;
 mod tune_cluster;
-mod waiting;
 mod web;
 mod worker;
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use shoal_cli::{connect, host, logging, report, signals, store_open, waiting};
 
 fn main() -> ExitCode {
     // `shoal runner`: the per-device runner of library mode, started by an Evaluator with pipes
@@ -60,21 +57,4 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// The error and its causes, each said once. The crates' errors already put their source in
-/// their own message, so anyhow's `{:#}` would print the same cause two or three times over.
-fn report(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
 }

@@ -65,7 +65,7 @@ pub async fn run_session(
         backends,
         EmbeddedOptions {
             session,
-            host: hostname(),
+            host: crate::host::hostname(),
             work_dir,
             compile_slots: opts.jobs,
             monitor_interval: Duration::from_secs(5),
@@ -220,14 +220,6 @@ fn built_and_done(counts: &std::collections::BTreeMap<JobState, u64>) -> (u64, u
     .iter()
     .sum();
     (in_eval + done, done)
-}
-
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".into())
 }
 
 /// The one-line count of a session's jobs per state, printed at the end of a tuning in either

@@ -86,7 +86,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
         store.clone(),
         shoal_actors::presence::Identity {
             activity: activity.clone(),
-            host: crate::run::hostname(),
+            host: crate::host::hostname(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
             roles: crate::worker::role_names(shoal_actors::cluster::Roles {

@@ -86,7 +86,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "instant|scaled:F", default_value = "instant")]
     pub replay_time: shoal_backend::replay::ReplayTime,
     /// Evaluate on N simulated GPUs (architecture `sim`, 1 unit) instead of this host's devices:
-    /// a benchmark aid (`shoal bench fleet`), for sessions of the no-op backend, whose items
+    /// a benchmark aid (`shoal-bench fleet`), for sessions of the no-op backend, whose items
     /// sleep for their recorded time. Never on a real host.
     #[arg(long, value_name = "N", hide = true)]
     pub simulate_devices: Option<u32>,
@@ -168,7 +168,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         Some(n) => shoal_gpu::simulated(n),
         None => crate::host::devices_limited(args.devices.map(|n| n as usize)),
     };
-    let host = args.host.clone().unwrap_or_else(crate::run::hostname);
+    let host = args.host.clone().unwrap_or_else(crate::host::hostname);
     if let Some(why) = shoal_model::identity::Identity::of_user(bus.publisher())
         .misfit(&host, &identity_roles(roles))
     {

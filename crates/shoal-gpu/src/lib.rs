@@ -116,14 +116,14 @@ pub fn test_double(spec: &str) -> Option<Device> {
 pub const SIMULATED_ARCH: &str = "sim";
 
 /// `n` simulated GPUs (`sim0`, `sim1`, …; architecture [`SIMULATED_ARCH`], one unit), always
-/// healthy: what `shoal bench fleet` gives each eval worker, whose no-op items sleep for their
+/// healthy: what `shoal-bench fleet` gives each eval worker, whose no-op items sleep for their
 /// recorded time. A benchmark aid, never a real host's devices.
 pub fn simulated(n: u32) -> Vec<Device> {
     (0..n)
         .map(|i| Device {
             id: format!("sim{i}"),
             kind: DeviceKind::TestDouble,
-            name: "simulated GPU (shoal bench fleet)".into(),
+            name: "simulated GPU (shoal-bench fleet)".into(),
             arch: SIMULATED_ARCH.into(),
             num_cu: 1,
             memory_bytes: 0,

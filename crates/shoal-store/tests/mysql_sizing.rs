@@ -1,5 +1,5 @@
 //! What the MySQL store reads of its own size: the tables of its database and their bytes,
-//! which the start-up check weighs against InnoDB's buffer pool and `shoal bench dispatch`
+//! which the start-up check weighs against InnoDB's buffer pool and `shoal-bench dispatch`
 //! divides by its jobs.
 
 use shoal_store::conformance::{new_job, world};

@@ -5,7 +5,7 @@
 //! | …, "measurements": [{"name": "time", "value"}]}]}`, times in milliseconds.
 //!
 //! The one reader of the format: the replay backend ([`super::ReplaySpace`]) and the benches
-//! that replay recorded spaces (`shoal bench fleet --space`, `shoal bench search`) use it;
+//! that replay recorded spaces (`shoal-bench fleet --space`, `shoal-bench search`) use it;
 //! `shoal_export::t4` writes it. A file may come from anyone, so the decompressed size is
 //! bounded as well as the file's.
 

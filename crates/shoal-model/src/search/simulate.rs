@@ -1,5 +1,5 @@
 //! A search run against times known in advance (a recorded space, a test's formula), its
-//! candidates asked for as the Scheduler asks for them. `shoal bench search` measures the
+//! candidates asked for as the Scheduler asks for them. `shoal-bench search` measures the
 //! strategies with it and their tests use it, so both run what a session runs: a [`Search`]
 //! under its budget, not a bare strategy with a count beside it.
 

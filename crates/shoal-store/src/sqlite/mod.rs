@@ -191,7 +191,7 @@ impl SqliteStore {
     }
 
     /// The database's size in bytes, `page_count × page_size` (the file's size once the WAL is
-    /// checkpointed into it): what `shoal bench dispatch` divides by its jobs.
+    /// checkpointed into it): what `shoal-bench dispatch` divides by its jobs.
     pub async fn database_bytes(&self) -> Result<u64> {
         self.run("reading the database size", |conn| {
             let what = "reading the database size";

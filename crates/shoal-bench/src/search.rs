@@ -1,4 +1,4 @@
-//! `shoal bench search`: Shoal's search strategies (`shoal_model::search`) on recorded spaces in
+//! `shoal-bench search`: Shoal's search strategies (`shoal_model::search`) on recorded spaces in
 //! the T4 format, offline: each run proposes batches (as free slots would ask), is answered
 //! with the recorded time or failure of each candidate, and stops at the budget. For each
 //! strategy, over `--reps` seeds, it prints the median best-found over the optimum with p10 and

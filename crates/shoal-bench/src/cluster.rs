@@ -1,7 +1,7 @@
 //! A throw-away cluster for one benchmark run: its own database and namespace on the servers
-//! `scripts/services-up` started, its own signing key, and `shoal worker` processes of this
-//! executable; all of it removed at the end, queues included, so that runs do not pile up on a
-//! shared broker.
+//! `scripts/services-up` started, its own signing key, and `shoal worker` processes of the
+//! `shoal` built beside this program ([`crate::shoal_program`]); all of it removed at the end,
+//! queues included, so that runs do not pile up on a shared broker.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use shoal_model::queue::Namespace;
 use shoal_store::Store;
 
-use super::netns::HostNamespace;
+use crate::netns::HostNamespace;
 
 /// One worker process of a bench cluster: a name (its work directory) and its arguments after
 /// `shoal worker`; optionally run in a network namespace of its own.
@@ -33,7 +33,7 @@ pub fn worker(name: &str, args: &[&str]) -> WorkerSpec {
 pub async fn until_interrupted<T>(
     work: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<T> {
-    let mut stop = crate::signals::install()?;
+    let mut stop = shoal_cli::signals::install()?;
     tokio::select! {
         r = work => r,
         _ = stop.triggered() => Err(anyhow::anyhow!("interrupted: the bench's cluster is removed")),
@@ -97,7 +97,7 @@ impl BenchCluster {
         shoal_store::mysql::MysqlStore::create_database(&server, &database).await?;
         let db_url = format!("{}/{database}", server.trim_end_matches('/'));
         let store =
-            crate::connect::open_store_url("SHOAL_TEST_MYSQL", &db_url, Duration::ZERO).await?;
+            shoal_cli::connect::open_store_url("SHOAL_TEST_MYSQL", &db_url, Duration::ZERO).await?;
         store.migrate().await?;
         let work = tempfile::tempdir()?;
         write_key_file(&work.path().join("hmac.key"))?;
@@ -118,7 +118,7 @@ impl BenchCluster {
     /// Starts `workers` with the cluster's database, broker, namespace and key; on an error the
     /// ones started stay in [`BenchCluster::children`] for [`BenchCluster::stop`].
     pub fn spawn_all(&mut self, workers: Vec<WorkerSpec>) -> anyhow::Result<()> {
-        let exe = std::env::current_exe()?;
+        let exe = crate::shoal_program()?;
         let db_url = format!("{}/{}", self.server.trim_end_matches('/'), self.database);
         let amqp = self.amqp.clone();
         let key_file = self.work.path().join("hmac.key");
@@ -176,8 +176,8 @@ impl BenchCluster {
                 let wrap = host.wrap();
                 let mut c = std::process::Command::new(&wrap[0]);
                 c.args(&wrap[1..]).arg(exe);
-                let db = super::netns::relayed(db_url, host.gateway)?.1;
-                let broker = super::netns::relayed(amqp, host.gateway)?.1;
+                let db = crate::netns::relayed(db_url, host.gateway)?.1;
+                let broker = crate::netns::relayed(amqp, host.gateway)?.1;
                 (c, db, broker)
             }
         };

@@ -1,4 +1,4 @@
-//! `shoal bench hostile --insider`: a host of the cluster turned hostile. It holds what such a
+//! `shoal-bench hostile --insider`: a host of the cluster turned hostile. It holds what such a
 //! host holds, the deployment's key (`SHOAL_HMAC_KEY_FILE`) and its own broker user (an eval
 //! host's, `SHOAL_BROKER`), and it sends, every message correctly signed:
 //! - everything the outsider sends ([`super::forged`]): replies naming the worker
@@ -29,18 +29,18 @@ struct Held {
     compile: Vec<(JobRef, String)>,
 }
 
-async fn held(settings: &crate::connect::Settings) -> anyhow::Result<Held> {
+async fn held(settings: &shoal_cli::connect::Settings) -> anyhow::Result<Held> {
     let url = settings
         .db
         .as_deref()
-        .context("shoal bench hostile --insider: no database to read jobs from: set SHOAL_DB")?;
-    let store = crate::connect::open_store_url(&settings.db_from, url, WAIT).await?;
+        .context("shoal-bench hostile --insider: no database to read jobs from: set SHOAL_DB")?;
+    let store = shoal_cli::connect::open_store_url(&settings.db_from, url, WAIT).await?;
     let session = store
         .sessions()
         .await?
         .into_iter()
         .max_by_key(|s| s.id.0)
-        .context("shoal bench hostile --insider: no session to forge messages about")?;
+        .context("shoal-bench hostile --insider: no session to forge messages about")?;
     // Work shows as started only when it outlasts the Scheduler's second of holding notices
     // back: look, bounded, until some is.
     let t0 = std::time::Instant::now();
@@ -130,13 +130,13 @@ fn about(held: &Held, worker: impl Fn(&str) -> String) -> Vec<Message> {
 }
 
 pub(super) async fn run(args: &super::HostileArgs) -> anyhow::Result<ExitCode> {
-    let settings = crate::connect::Settings::load(None)?;
+    let settings = shoal_cli::connect::Settings::load(None)?;
     let url = settings
         .broker
         .clone()
-        .context("shoal bench hostile --insider: no broker: set SHOAL_BROKER (the host's own)")?;
+        .context("shoal-bench hostile --insider: no broker: set SHOAL_BROKER (the host's own)")?;
     let ns = settings.namespace()?;
-    let codec = crate::connect::cluster_codec()?;
+    let codec = shoal_cli::connect::cluster_codec()?;
     let t = super::targets(&settings).await?;
     let held = held(&settings).await?;
     let queues = super::Queues {

@@ -1,4 +1,4 @@
-//! `shoal bench fleet`: a simulated fleet of GPUs, to see whether the cluster keeps devices
+//! `shoal-bench fleet`: a simulated fleet of GPUs, to see whether the cluster keeps devices
 //! busy before there are hundreds of real ones. `--devices N` simulated GPUs are spread over
 //! `--hosts H` eval worker processes (`shoal worker --role eval --simulate-devices k`); a
 //! Scheduler and a compile worker complete the cluster, on the RabbitMQ and MariaDB that
@@ -35,8 +35,8 @@ use shoal_gpu::SIMULATED_ARCH;
 use shoal_model::{Outcome, Params, SessionId, Step};
 use shoal_store::Store;
 
-use super::cluster::{worker, BenchCluster};
-use super::Mode;
+use crate::cluster::{worker, BenchCluster};
+use crate::dispatch::Mode;
 
 #[derive(Debug, Args)]
 pub struct FleetArgs {
@@ -182,7 +182,7 @@ fn space_times(path: &std::path::Path) -> anyhow::Result<Vec<u64>> {
 /// The device time of every measured job of a session: what the Evaluator recorded
 /// (`eval_wall_us`, warm-up and process start included), else its timed runs summed.
 async fn session_times(db: &std::path::Path, session: SessionId) -> anyhow::Result<Vec<u64>> {
-    let store = crate::store_open::open_store(db).await?;
+    let store = shoal_cli::store_open::open_store(db).await?;
     let times: Vec<u64> = store
         .final_results(session)
         .await?
@@ -244,8 +244,8 @@ async fn run_cluster(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures>
     ];
     let servers = if args.netns {
         let var = |k: &str| std::env::var(k).with_context(|| format!("{k} is not set"));
-        let (db, _) = super::netns::relayed(&var("SHOAL_TEST_MYSQL")?, [0, 0, 0, 0].into())?;
-        let (broker, _) = super::netns::relayed(&var("SHOAL_TEST_AMQP")?, [0, 0, 0, 0].into())?;
+        let (db, _) = crate::netns::relayed(&var("SHOAL_TEST_MYSQL")?, [0, 0, 0, 0].into())?;
+        let (broker, _) = crate::netns::relayed(&var("SHOAL_TEST_AMQP")?, [0, 0, 0, 0].into())?;
         vec![db, broker]
     } else {
         Vec::new()
@@ -265,7 +265,7 @@ async fn run_cluster(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures>
             ],
         );
         if args.netns {
-            let host = super::netns::HostNamespace::create(h, &servers)?;
+            let host = crate::netns::HostNamespace::create(h, &servers)?;
             w.host = Some(Arc::new(host));
         }
         workers.push(w);
@@ -281,7 +281,7 @@ async fn run_cluster(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures>
         let session = load(store, args, times).await?;
         finish(store, args, session, clock).await
     };
-    let figures = super::cluster::until_interrupted(run).await;
+    let figures = crate::cluster::until_interrupted(run).await;
     cluster.stop().await;
     figures
 }
@@ -310,7 +310,7 @@ async fn wait_consumers(cluster: &BenchCluster, devices: u32) -> anyhow::Result<
 }
 
 async fn run_embedded(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures> {
-    let (dir, store) = super::embedded_store().await?;
+    let (dir, store) = crate::dispatch::embedded_store().await?;
     // The embedded mode serves one session, loaded before it starts.
     let session = load(&*store, args, times).await?;
     let own = std::process::id();
@@ -326,7 +326,7 @@ async fn run_embedded(args: &FleetArgs, times: &[u64]) -> anyhow::Result<Figures
         ..SchedulerConfig::default()
     };
     let devices = shoal_gpu::simulated(args.devices);
-    let running = super::start_embedded(
+    let running = crate::dispatch::start_embedded(
         &store,
         dir.path(),
         session,
@@ -364,7 +364,7 @@ async fn finish(
     clock: Clock<impl Fn() -> f64>,
 ) -> anyhow::Result<Figures> {
     let total = store.state_counts(session).await?.values().sum::<u64>();
-    let evaluated = super::wait_done(store, session, total).await?;
+    let evaluated = crate::dispatch::wait_done(store, session, total).await?;
     let secs = clock.start.elapsed().as_secs_f64();
     let cpu_secs = (clock.cpu)() - clock.cpu_before;
     anyhow::ensure!(
@@ -382,7 +382,7 @@ async fn finish(
 
 async fn load(store: &dyn Store, args: &FleetArgs, times: &[u64]) -> anyhow::Result<SessionId> {
     let reason = format!("bench-fleet {} devices, {} jobs", args.devices, times.len());
-    super::load_noop_jobs(store, &reason, (SIMULATED_ARCH, 1), jobs(args, times)).await
+    crate::dispatch::load_noop_jobs(store, &reason, (SIMULATED_ARCH, 1), jobs(args, times)).await
 }
 
 /// Each device's sleeping time over the evaluation window, fleet-wide, as (mean, worst)

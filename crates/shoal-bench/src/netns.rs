@@ -1,4 +1,4 @@
-//! Simulated hosts in network namespaces for `shoal bench fleet --netns`: each eval worker
+//! Simulated hosts in network namespaces for `shoal-bench fleet --netns`: each eval worker
 //! process gets a namespace of its own, joined to this machine by a veth pair
 //! (`10.215.<h>.1` here, `10.215.<h>.2` there), so that its broker and database traffic crosses
 //! a network interface as a real host's does instead of loopback. The machine's RabbitMQ and

@@ -1,4 +1,4 @@
-//! `shoal bench dispatch`: N jobs of the no-op backend through the whole path — load, schedule,
+//! `shoal-bench dispatch`: N jobs of the no-op backend through the whole path — load, schedule,
 //! compile queue, eval queue, results, store — and one line of figures. Every message, lease and
 //! commit is real; only the compile and eval steps do nothing, so the figure measures Shoal.
 //!
@@ -27,13 +27,8 @@ use shoal_model::{
 };
 use shoal_store::{SqliteStore, Store};
 
-use cluster::{worker, BenchCluster};
-
-mod cluster;
-pub mod fleet;
-mod netns;
-pub mod preload;
-pub mod search;
+use crate::cluster::{self, worker, BenchCluster};
+use crate::preload;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -209,14 +204,14 @@ pub async fn wait_done(store: &dyn Store, session: SessionId, total: u64) -> any
 }
 
 /// What one dispatch run measured.
-struct Figures {
+pub(crate) struct Figures {
     /// From loading the timed session to its last job final (teardown not included).
-    secs: f64,
-    evaluated: u64,
+    pub secs: f64,
+    pub evaluated: u64,
     /// The peak resident memory of the bench's processes, summed, in KiB.
-    peak_rss_kib: u64,
+    pub peak_rss_kib: u64,
     /// The store's bytes (data and indexes) at the end, preloaded jobs included.
-    db_bytes: u64,
+    pub db_bytes: u64,
 }
 
 pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
@@ -244,7 +239,7 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<ExitCode> {
 /// The last line of a run, `key=value` words for BENCHMARKS.md: the first four as before
 /// `--preload` existed, then the preload, the peak memory in MiB and the store's bytes per job
 /// (preloaded and timed jobs together).
-fn figures_line(mode: &str, args: &DispatchArgs, f: &Figures) -> String {
+pub(crate) fn figures_line(mode: &str, args: &DispatchArgs, f: &Figures) -> String {
     let all_jobs = (args.jobs + args.preload).max(1);
     format!(
         "dispatch mode={mode} jobs={} secs={:.2} jobs_per_s={:.0} preload={} peak_rss_mb={} db_bytes_per_job={}",
@@ -279,7 +274,7 @@ async fn dispatch_embedded(args: &DispatchArgs) -> anyhow::Result<Figures> {
         &store,
         dir.path(),
         session,
-        (crate::host::devices(), None),
+        (shoal_cli::host::devices(), None),
         bench_scheduler(args),
     )
     .await?;
@@ -377,15 +372,15 @@ pub async fn start_embedded(
     Ok(embedded::start(
         store.clone(),
         MemoryBus::new(Namespace::new("bench").expect("valid")),
-        SessionBackends::new(crate::host::fin_path(None)),
+        SessionBackends::new(shoal_cli::host::fin_path(None)),
         EmbeddedOptions {
             session,
-            host: crate::run::hostname(),
+            host: shoal_cli::host::hostname(),
             work_dir: PathBuf::from(work_dir),
             compile_slots,
             monitor_interval: Duration::from_secs(5),
             devices,
-            runner_program: crate::host::runner_program(),
+            runner_program: crate::runner_program(),
             activity: Default::default(),
             scheduler,
         },

@@ -1,4 +1,4 @@
-//! `shoal bench dispatch --preload N`: the store already holds N finished jobs of an earlier
+//! `shoal-bench dispatch --preload N`: the store already holds N finished jobs of an earlier
 //! session when the timed run starts, and the run's last line says what the run cost in memory
 //! and on disk.
 //!
@@ -37,7 +37,8 @@ pub async fn preload(
 ) -> anyhow::Result<SessionId> {
     let started = Instant::now();
     let reason = format!("bench-dispatch preload {n} jobs");
-    let (session, config, solver) = super::noop_session(store, &reason, (arch, num_cu)).await?;
+    let (session, config, solver) =
+        crate::dispatch::noop_session(store, &reason, (arch, num_cu)).await?;
     let artifact = shoal_backend::noop::build(&Params::new()).await;
     store.put_artifact(&artifact.hash, &artifact.packed).await?;
     let builds = builds.max(1);
@@ -48,8 +49,8 @@ pub async fn preload(
         let count = (n - done).min(CHUNK as u64);
         let jobs: Vec<NewJob> = (done..done + count)
             .map(|i| {
-                let (compile, run) = super::noop_params(i, builds);
-                super::noop_job(session, config, solver, compile, run)
+                let (compile, run) = crate::dispatch::noop_params(i, builds);
+                crate::dispatch::noop_job(session, config, solver, compile, run)
             })
             .collect();
         let inserted = store.insert_jobs(&jobs).await?;
@@ -183,21 +184,21 @@ mod tests {
 
     #[test]
     fn the_last_line_divides_the_store_by_every_job_preloaded_or_timed() {
-        let args = crate::bench::DispatchArgs {
-            mode: crate::bench::Mode::Cluster,
+        let args = crate::dispatch::DispatchArgs {
+            mode: crate::dispatch::Mode::Cluster,
             jobs: 100_000,
             builds: 100,
             eval_batch: 256,
             preload: 900_000,
         };
-        let f = crate::bench::Figures {
+        let f = crate::dispatch::Figures {
             secs: 20.0,
             evaluated: 100_000,
             peak_rss_kib: 1025,
             db_bytes: 1_000_000_000,
         };
         assert_eq!(
-            crate::bench::figures_line("cluster", &args, &f),
+            crate::dispatch::figures_line("cluster", &args, &f),
             "dispatch mode=cluster jobs=100000 secs=20.00 jobs_per_s=5000 preload=900000 \
              peak_rss_mb=2 db_bytes_per_job=1000"
         );
@@ -205,7 +206,7 @@ mod tests {
 
     #[tokio::test]
     async fn preloaded_jobs_are_all_evaluated_with_one_result_each() {
-        let (_dir, store) = super::super::embedded_store().await.unwrap();
+        let (_dir, store) = crate::dispatch::embedded_store().await.unwrap();
         // Two rounds and a bit: the chunking and the last partial round.
         let n = 2 * CHUNK as u64 + 7;
         let session = preload(&*store, n, 3, ("cpu", 1)).await.unwrap();
@@ -216,7 +217,7 @@ mod tests {
         assert_eq!(results.len() as u64, n);
         assert!(results.iter().all(|r| r.outcome.is_some()));
         let keys: Vec<String> = (0..3)
-            .map(|b| shoal_backend::session::noop_build_key(&super::super::noop_params(b, 3).0))
+            .map(|b| shoal_backend::session::noop_build_key(&crate::dispatch::noop_params(b, 3).0))
             .collect();
         let builds = store.builds(session, &keys).await.unwrap();
         assert_eq!(builds.len(), 3, "one record per build: {builds:?}");

@@ -1,19 +1,23 @@
-//! `shoal bench hostile`: publishes what an attacker with access to the broker, but without the
+//! `shoal-bench hostile`: publishes what an attacker with access to the broker, but without the
 //! deployment's signing key, would send, so that a running cluster can be shown to refuse all of
 //! it (`scripts/chaos` runs it while the cluster works and then looks for any effect).
 //!
-//! Why a command of the binary and not a script: the forgeries must be well-formed messages of
-//! this build's wire format (`shoal_model::envelope`, `WIRE_VERSION`, HMAC-SHA256) about real jobs,
-//! so that only the signature — or, for `--signed`, only the value checks — stands between them
-//! and the store. Every message goes to the namespace's real queues and control topic:
+//! Why a Rust program and not a script: the forgeries must be well-formed messages of this
+//! build's wire format about real jobs, so that only the signature — or, for `--signed`, only
+//! the value checks — stands between them and the store. So every one is made from this build's
+//! own encoding ([`Codec`], `shoal_model::envelope`): a genuine-looking message is encoded by a
+//! codec, and a forgery is that encoding signed with another key, its tag zeroed, or cut down to
+//! the unsigned form of wire version 1 ([`unkeyed_forms`]); the length bomb is a real eval
+//! request's body cut where a string starts ([`bomb_body`]). When the wire format changes, the
+//! forgeries change with it. Every message goes to the namespace's real queues and control
+//! topic:
 //! - random garbage bytes, an empty message, and the 15-byte length bomb (a string length of
-//!   2^62) on the results, compile and eval queues;
+//!   2^62, in the unsigned version-1 form) on the results, compile and eval queues;
 //! - forged replies about jobs read off the store (an `Evaluated` with a negative time and one
 //!   with a plausible time, a `Compiled` build failure, a `Started` and a `HandedBack`), a
 //!   compile request whose parameter is C code that would create `--marker`, an eval request,
 //!   control orders (export to `--export-to`, drain, restart), and a command that would create
-//!   a session (`<ns>.commands`, whose garbage it also gets) — each signed with a random
-//!   key that is not the deployment's, unsigned in the version-1 form, and with a zero tag;
+//!   a session (`<ns>.commands`, whose garbage it also gets) — each in the three unkeyed forms;
 //! - with `--signed`, as a holder of the key gone wrong (`SHOAL_HMAC_KEY_FILE`): the values no
 //!   honest worker sends (a negative time, C code as a parameter, an export outside the
 //!   exporter's directory, a length bomb under a valid tag), which the value checks refuse.
@@ -28,9 +32,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use sha2::{Digest, Sha256};
 use shoal_bus::Bus;
-use shoal_model::envelope::{Codec, ID_BYTES, TAG_BYTES, WIRE_VERSION};
+use shoal_model::envelope::{Codec, ID_BYTES, TAG_BYTES};
 use shoal_model::message::Actor;
 use shoal_model::message::{
     CompileReply, CompileRequest, Control, EvalItem, EvalReply, EvalRequest, Phase, ReplyBody,
@@ -46,7 +49,7 @@ use shoal_model::{
 /// The worker name every forged reply carries.
 pub const FORGED_WORKER: &str = "hostile-forger";
 /// Words in every forged failure detail and hand-back reason.
-pub const FORGED_DETAIL: &str = "forged by shoal bench hostile";
+pub const FORGED_DETAIL: &str = "forged by shoal-bench hostile";
 
 #[derive(Debug, Args)]
 pub struct HostileArgs {
@@ -85,15 +88,15 @@ struct Targets {
 /// How long the tool waits for a broker or database that is restarting, or for a first session.
 const WAIT: Duration = Duration::from_secs(30);
 
-async fn targets(settings: &crate::connect::Settings) -> anyhow::Result<Targets> {
+async fn targets(settings: &shoal_cli::connect::Settings) -> anyhow::Result<Targets> {
     let url = settings
         .db
         .as_deref()
-        .context("shoal bench hostile: no database to read jobs from: set SHOAL_DB")?;
-    crate::connect::require_cluster_store(&settings.db_from, url)?;
-    let store = crate::connect::open_store_url(&settings.db_from, url, WAIT)
+        .context("shoal-bench hostile: no database to read jobs from: set SHOAL_DB")?;
+    shoal_cli::connect::require_cluster_store(&settings.db_from, url)?;
+    let store = shoal_cli::connect::open_store_url(&settings.db_from, url, WAIT)
         .await
-        .context("shoal bench hostile: reading jobs to forge replies about")?;
+        .context("shoal-bench hostile: reading jobs to forge replies about")?;
     // Loading may still be under way: wait, bounded, for its session.
     let t0 = std::time::Instant::now();
     let session = loop {
@@ -102,7 +105,7 @@ async fn targets(settings: &crate::connect::Settings) -> anyhow::Result<Targets>
         }
         if t0.elapsed() > WAIT {
             anyhow::bail!(
-                "shoal bench hostile: no session in the store after {WAIT:?} to forge messages about"
+                "shoal-bench hostile: no session in the store after {WAIT:?} to forge messages about"
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -155,60 +158,61 @@ fn random_bytes(n: usize) -> anyhow::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// The eval-request length bomb: version 1, `Message::Eval`, session 7, then a string length of
-/// 2^62 as a bincode varint, padded to 15 bytes.
-fn length_bomb() -> Vec<u8> {
-    let mut bomb = vec![1u8, 1, 7, 0xFD];
+/// The body of an encoded message: what follows the version, the tag and the id.
+fn body_of(encoded: &[u8]) -> &[u8] {
+    &encoded[1 + TAG_BYTES + ID_BYTES..]
+}
+
+/// `body` in the unsigned form of wire version 1, `[1][body]`: what a consumer that read
+/// version 1 took as it came; a downgrade, refused now by its version.
+fn version_1(body: &[u8]) -> Vec<u8> {
+    let mut out = vec![1u8];
+    out.extend_from_slice(body);
+    out
+}
+
+/// The body of a length bomb: this build's encoding of an eval request, cut where its first
+/// string (the step's name) starts, with that string's length claimed to be 2^62 (a bincode
+/// varint: 0xFD, then the u64). A decoder that believed the length would allocate 4 EiB.
+fn bomb_body() -> Vec<u8> {
+    let step = Step::CommandRun;
+    let request = Message::Eval(EvalRequest {
+        session: SessionId(7),
+        step,
+        items: Vec::new(),
+    });
+    let encoded = shoal_bus::random_codec().encode(&request);
+    let body = body_of(&encoded);
+    let name = step.as_str().as_bytes();
+    let at = body
+        .windows(name.len())
+        .position(|w| w == name)
+        .expect("an eval request carries its step by name");
+    // A length under 251 is one byte of bincode's varint, just before the string.
+    assert_eq!(body[at - 1] as usize, name.len(), "the step name's length");
+    let mut bomb = body[..at - 1].to_vec();
+    bomb.push(0xFD);
     bomb.extend_from_slice(&(1u64 << 62).to_le_bytes());
+    bomb
+}
+
+/// The unsigned length bomb: [`bomb_body`] in the version-1 form, with the three bytes of
+/// padding of the 15-byte message that once aborted every consumer.
+fn length_bomb() -> Vec<u8> {
+    let mut bomb = version_1(&bomb_body());
     bomb.extend_from_slice(&[0; 3]);
     bomb
 }
 
-/// HMAC-SHA256 (RFC 2104) of `msg` under `key`, to sign a hostile body that `Codec::encode`
-/// would never produce. Checked against the codec's own tags in the tests below.
-fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
-    let mut block = [0u8; 64];
-    if key.len() > 64 {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| block.map(|b| b ^ byte);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(msg)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
-}
-
-/// `[version][tag][message id][body]` with the tag computed under `key`, the id all zeroes.
-fn signed_raw(key: &[u8], body: &[u8]) -> Vec<u8> {
-    let mut signed = vec![0u8; ID_BYTES];
-    signed.extend_from_slice(body);
-    let mut tagged = vec![WIRE_VERSION];
-    tagged.extend_from_slice(&signed);
-    let tag = hmac_sha256(key, &tagged);
-    let mut out = vec![WIRE_VERSION];
-    out.extend_from_slice(&tag);
-    out.extend_from_slice(&signed);
-    out
-}
-
-/// The three forms of a forgery without the key: signed with a stranger's key, the version-1
-/// unsigned form, and this version (`WIRE_VERSION`) with a zero tag.
+/// The three forms of a forgery without the key, each made from this build's encoding of
+/// `msg`: signed with a stranger's key (well-formed, the tag wrong), the version-1 unsigned
+/// form (tag and id stripped, version 1), and the stranger's encoding with its tag zeroed.
 fn unkeyed_forms(stranger: &Codec, msg: &Message) -> [Vec<u8>; 3] {
     let signed = stranger.encode(msg);
-    let body = &signed[1 + TAG_BYTES..];
-    let mut v1 = vec![1u8];
-    v1.extend_from_slice(body);
-    let mut zero = vec![WIRE_VERSION];
-    zero.extend_from_slice(&[0; TAG_BYTES]);
-    zero.extend_from_slice(body);
-    [signed, v1, zero]
+    let v1 = version_1(body_of(&signed));
+    let mut zero_tag = signed.clone();
+    zero_tag[1..1 + TAG_BYTES].fill(0);
+    [signed, v1, zero_tag]
 }
 
 fn measured(time_us: f64) -> Outcome {
@@ -285,11 +289,11 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
     if args.insider {
         return insider::run(&args).await;
     }
-    let settings = crate::connect::Settings::load(None)?;
+    let settings = shoal_cli::connect::Settings::load(None)?;
     let url = settings
         .broker
         .clone()
-        .context("shoal bench hostile: no broker: set SHOAL_BROKER")?;
+        .context("shoal-bench hostile: no broker: set SHOAL_BROKER")?;
     let ns = settings.namespace()?;
     let t = targets(&settings).await?;
     let queues = Queues {
@@ -437,27 +441,27 @@ fn forged(t: &Targets, queues: &Queues, args: &HostileArgs) -> Vec<(To, Message)
 /// The signature passes, so the value checks must refuse each: a negative time, C code as a
 /// parameter, an export outside the exporter's directory, a length bomb under a valid tag.
 fn signed(t: &Targets, queues: &Queues, args: &HostileArgs) -> anyhow::Result<Vec<Outgoing>> {
-    let key = crate::connect::signing_key_from_env()?.context(
-        "shoal bench hostile --signed: SHOAL_HMAC_KEY_FILE must name the deployment's key",
-    )?;
-    let codec = Codec::new(&key).context("SHOAL_HMAC_KEY_FILE")?;
-    let signed_bomb = signed_raw(&key, &length_bomb()[1..12]);
+    // The deployment's codec as each of its processes makes it (a random origin for the ids),
+    // so that nothing but the values tells these from genuine messages: each one, the bomb on
+    // every queue too, with an id of its own.
+    let codec = shoal_cli::connect::cluster_codec().context("shoal-bench hostile --signed")?;
+    let signed_bomb = || codec.seal(&bomb_body());
     let messages = [
         (
             To::Queue(queues.results.clone()),
             codec.encode(&evaluated(t, -1.0)),
         ),
-        (To::Queue(queues.results.clone()), signed_bomb.clone()),
+        (To::Queue(queues.results.clone()), signed_bomb()),
         (
             To::Queue(queues.compile.clone()),
             codec.encode(&compile_request(t, &args.marker)),
         ),
-        (To::Queue(queues.compile.clone()), signed_bomb.clone()),
+        (To::Queue(queues.compile.clone()), signed_bomb()),
         (
             To::Queue(queues.eval.clone()),
             codec.encode(&eval_request(t, &args.marker)),
         ),
-        (To::Queue(queues.eval.clone()), signed_bomb),
+        (To::Queue(queues.eval.clone()), signed_bomb()),
         (
             To::Control(Actor::Exporter),
             codec.encode(&Message::Control(Control::Export {
@@ -509,8 +513,8 @@ async fn connect(
         .await
         .with_context(|| {
             format!(
-                "shoal bench hostile: connecting to {}",
-                crate::connect::redact(url)
+                "shoal-bench hostile: connecting to {}",
+                shoal_cli::connect::redact(url)
             )
         })
 }
@@ -541,7 +545,7 @@ async fn send(
                 tracing::warn!(queue = %q, "queue absent; message skipped");
                 skipped += 1;
             }
-            Err(e) => return Err(e).context("shoal bench hostile: publishing"),
+            Err(e) => return Err(e).context("shoal-bench hostile: publishing"),
         }
     }
     bus.close().await?;
@@ -551,23 +555,36 @@ async fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_model::envelope::DecodeError;
 
     #[test]
-    fn hmac_matches_the_codec_and_forms_are_refused() {
-        let key = [9u8; 32];
-        let codec = Codec::new(&key).unwrap();
+    fn forgeries_are_made_from_the_encoding_and_refused() {
+        let codec = Codec::new(&[9u8; 32]).unwrap();
         let msg = Message::Control(Control::Drain);
-        let real = codec.encode(&msg);
-        assert_eq!(signed_raw(&key, &real[1 + TAG_BYTES + ID_BYTES..]), real);
-        for form in unkeyed_forms(&shoal_bus::random_codec(), &msg) {
-            assert!(codec.decode(&form).is_err());
-        }
-        assert!(codec.decode(&length_bomb()).is_err());
+        let [stranger, v1, zero_tag] = unkeyed_forms(&shoal_bus::random_codec(), &msg);
+        assert_eq!(codec.decode(&stranger), Err(DecodeError::BadSignature));
+        assert_eq!(codec.decode(&zero_tag), Err(DecodeError::BadSignature));
+        assert_eq!(
+            codec.decode(&v1),
+            Err(DecodeError::UnknownVersion { found: 1 })
+        );
+        // The version-1 form carries this build's body: signed, it is the message.
+        assert_eq!(codec.decode(&codec.seal(&v1[1..])), Ok(msg));
+    }
+
+    #[test]
+    fn the_length_bomb_is_refused_unsigned_and_signed() {
+        let codec = Codec::new(&[9u8; 32]).unwrap();
+        let bomb = length_bomb();
+        assert_eq!(bomb.len(), 15);
+        assert_eq!(
+            codec.decode(&bomb),
+            Err(DecodeError::UnknownVersion { found: 1 })
+        );
         // Under a valid tag, the bomb reaches the body's decoder, which refuses the length.
         assert!(matches!(
-            codec.decode(&signed_raw(&key, &length_bomb()[1..12])),
-            Err(shoal_model::envelope::DecodeError::Corrupt(_))
+            codec.decode(&codec.seal(&bomb_body())),
+            Err(DecodeError::Corrupt(_))
         ));
-        assert_eq!(length_bomb().len(), 15);
     }
 }
