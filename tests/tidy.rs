@@ -1,6 +1,7 @@
 //! Tidy rules checked as ordinary tests (after rust-analyzer's `tidy.rs`): every source file of
 //! every crate opens with a `//!` comment saying what it is and why; only the command lines
-//! (`shoal`, `shoal-bench`) read the environment; ARCHITECTURE.md names only paths that exist;
+//! (`shoal`, `shoal-bench`) read the environment; no Rust file is past 600 lines;
+//! ARCHITECTURE.md names only paths that exist;
 //! the production grants file is generated from the one place grants are decided.
 
 mod common;
@@ -42,6 +43,34 @@ fn every_source_file_starts_with_a_module_doc() {
         missing.is_empty(),
         "files without a `//!` header: {missing:#?}"
     );
+}
+
+/// A file past 600 lines is asking to be split: it holds more than one concern, or one that
+/// wants a module of its own. Every Rust file of the repository counts (sources, their unit
+/// tests, the integration tests), since a reader pays for each the same way.
+#[test]
+fn no_rust_file_is_past_600_lines() {
+    const LIMIT: usize = 600;
+    let root = common::repo_root();
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+        let krate = krate.unwrap().path();
+        for dir in ["src", "tests", "benches", "examples"] {
+            if krate.join(dir).is_dir() {
+                rust_files(&krate.join(dir), &mut files);
+            }
+        }
+    }
+    rust_files(&root.join("tests"), &mut files);
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).unwrap().lines().count();
+            (lines > LIMIT).then(|| format!("{} ({lines} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "files past {LIMIT} lines: {long:#?}");
 }
 
 /// Only the CLI (`shoal`, and the developers' `shoal-bench`) reads settings from the

@@ -8,6 +8,9 @@ use shoal_model::message::{Actor, Control};
 use shoal_model::queue::ControlTarget;
 use shoal_model::Message;
 
+use actix::Addr;
+
+use crate::serving::{served, Served, Service};
 use crate::shutdown::Signal;
 use crate::ActorError;
 
@@ -54,4 +57,22 @@ impl ControlInbox {
             }
         }
     }
+}
+
+/// The adapter of an actor whose work is control orders: opens the inbox of `actor` on `host`
+/// and sends each order on, waiting until it is served, until the stop signal.
+pub(crate) async fn feed<S: Service<Request = Control>>(
+    to: Addr<Served<S>>,
+    bus: std::sync::Arc<dyn Bus>,
+    host: String,
+    actor: Actor,
+    mut stop: Signal,
+) -> Result<(), ActorError> {
+    let mut inbox = ControlInbox::open(&*bus, &host, actor).await?;
+    while let Some(c) = inbox.next(&mut stop).await? {
+        if !served(&to, c).await {
+            break;
+        }
+    }
+    Ok(())
 }

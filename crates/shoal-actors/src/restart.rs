@@ -3,15 +3,21 @@
 //! "Ops restarting failed actors": `shoal control restart <actor> --host H` reaches every worker
 //! process of the host that runs the actor, which stops that group as at shutdown (work in hand
 //! is handed back) and starts it again from nothing. [`crate::topology::start`] runs every group
-//! through [`restartable`], and listens with [`control_loop`] when its topology says so.
+//! through [`restartable`], and listens with a [`ControlListener`] when its topology says so.
 
+use std::rc::Rc;
 use std::sync::Arc;
 
 use shoal_bus::Bus;
 use shoal_model::message::Actor;
 use tokio::sync::broadcast;
 
-use crate::shutdown::{self, Drain, DrainGuard, Trigger};
+use actix::Addr;
+use shoal_model::message::Control;
+
+use crate::serving::{Local, Served, Service};
+use crate::shutdown::{self, Drain, DrainGuard, Signal, Trigger};
+use crate::supervise::Backoff;
 use crate::ActorError;
 
 /// The actors `shoal control restart` can name.
@@ -72,33 +78,69 @@ pub(crate) fn restartable(
     });
 }
 
-pub(crate) async fn control_loop(
-    bus: Arc<dyn Bus>,
-    host: String,
-    drain: Trigger,
-    (restarts, running): (broadcast::Sender<Actor>, Vec<Actor>),
-    mut stop: shutdown::Signal,
-) -> Result<(), ActorError> {
-    use shoal_model::message::Control;
-    let mut inbox = crate::control::ControlInbox::open(&*bus, &host, Actor::Worker).await?;
-    while let Some(c) = inbox.next(&mut stop).await? {
+/// This host's control inbox for its workers, as an actor ([`Served`]): an operator's drain
+/// order starts the process's drain; a restart order restarts the group it names, if this
+/// process runs it.
+pub(crate) struct ControlListener {
+    pub(crate) bus: Arc<dyn Bus>,
+    pub(crate) host: String,
+    pub(crate) drain: Trigger,
+    pub(crate) restarts: broadcast::Sender<Actor>,
+    pub(crate) running: Vec<Actor>,
+}
+
+impl Service for ControlListener {
+    type Request = Control;
+    type State = ();
+
+    fn name(&self) -> String {
+        "worker.control".into()
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff::default()
+    }
+
+    fn fresh_state(&self) -> Result<(), ActorError> {
+        Ok(())
+    }
+
+    fn feed(
+        self: Rc<Self>,
+        to: Addr<Served<Self>>,
+        stop: Signal,
+    ) -> Local<'static, Result<(), ActorError>> {
+        let (bus, host) = (self.bus.clone(), self.host.clone());
+        Box::pin(crate::control::feed(to, bus, host, Actor::Worker, stop))
+    }
+
+    fn serve<'a>(
+        &'a self,
+        _: &'a mut (),
+        c: Control,
+        _: &'a Signal,
+    ) -> Local<'a, Result<(), ActorError>> {
         match c {
             Control::Drain => {
                 tracing::warn!("drain requested by an operator");
-                drain.trigger();
+                self.drain.trigger();
             }
             Control::Restart { actor } => {
-                if running.contains(&actor) {
+                if self.running.contains(&actor) {
                     tracing::warn!(actor = %actor, "restart requested by an operator");
-                    let _ = restarts.send(actor);
+                    let _ = self.restarts.send(actor);
                 } else {
-                    tracing::warn!(actor = %actor, running = ?running, "restart requested for an actor this process does not run; ignored");
+                    tracing::warn!(actor = %actor, running = ?self.running, "restart requested for an actor this process does not run; ignored");
                 }
             }
             other => tracing::debug!(order = ?other, "control order for another actor ignored"),
         }
+        Box::pin(async { Ok(()) })
     }
-    Ok(())
+
+    fn finish<'a>(&'a self, _: &'a mut ()) -> Local<'a, Result<(), ActorError>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 #[cfg(test)]

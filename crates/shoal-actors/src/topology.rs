@@ -498,22 +498,14 @@ impl Groups {
         (signal, guard): (Signal, DrainGuard),
     ) {
         let Groups { restarts, running } = self;
-        let stop = signal.clone();
-        supervise(
-            "worker.control".into(),
-            Backoff::default(),
-            signal,
-            guard,
-            move || {
-                crate::restart::control_loop(
-                    bus.clone(),
-                    host.clone(),
-                    drain.clone(),
-                    (restarts.clone(), running.clone()),
-                    stop.clone(),
-                )
-            },
-        );
+        let listener = crate::restart::ControlListener {
+            bus,
+            host,
+            drain,
+            restarts,
+            running,
+        };
+        crate::serving::Served::start(listener, signal, guard);
     }
 }
 

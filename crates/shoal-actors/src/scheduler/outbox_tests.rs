@@ -13,6 +13,7 @@ use shoal_model::JobState::*;
 use super::tests::session_with_jobs;
 use super::*;
 use crate::now_ms;
+use shoal_bus::Consumer;
 use shoal_model::Message;
 
 /// The in-process bus, refusing every publish while `refuse` is set: a broker that is down.

@@ -4,6 +4,7 @@
 //! (How "started" notices and results are planned: `started.rs`.)
 
 use super::*;
+use shoal_bus::Consumer;
 use shoal_model::JobState::*;
 use shoal_model::Message;
 use shoal_store::StoreError;

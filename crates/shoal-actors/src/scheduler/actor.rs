@@ -1,0 +1,377 @@
+//! The Scheduler as an actix actor: its messages, its state, its restarts, and the adapter
+//! that feeds it the results queue (see the module above for what each turn does).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures_util::FutureExt;
+use shoal_bus::{Bus, Consumer, Delivery, QueueOptions};
+use shoal_model::SessionId;
+use shoal_store::{Batch, Store};
+
+use super::{Clock, DispatchPace, Inner, Parts, SchedulerConfig, SystemClock, STARTED_DEBOUNCE};
+use crate::backends::SessionBackends;
+use crate::shutdown::{DrainGuard, Signal};
+use crate::supervise::{panic_message, Backoff, Restart, RestartPace};
+use crate::ActorError;
+
+/// The Scheduler actor. It owns no job state in memory that the store does not also have,
+/// except the set of builds in progress (lost on restart, which costs at most a duplicate build).
+/// Start it with [`Scheduler::start_supervised`], so that a failure restarts it.
+pub struct Scheduler {
+    parts: Parts,
+    /// This run's state: `None` while a message's work holds it (no other message is taken
+    /// meanwhile), and while the actor waits out a backoff after a failure.
+    state: Option<State>,
+    stop: Signal,
+    /// Held until the actor is gone for good: the process's stop waits for it.
+    guard: DrainGuard,
+    pace: RestartPace,
+    /// The next [`Turn`] on the timer, replaced whenever a message's work schedules another.
+    next_turn: Option<SpawnHandle>,
+    /// Stopped for good (drained, given up, or stopped while failing): not started again.
+    finished: bool,
+}
+
+/// A batch of deliveries from the results queue, applied in one transaction (see [`apply`]);
+/// a turn of dispatch follows.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Replies(pub Vec<Delivery>);
+
+/// A turn of dispatch, after writing the started notices that are due: sent by the actor's
+/// own timer, at once after a turn that made progress.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Turn;
+
+/// The last message: the results queue is empty after the stop signal (the workers stopped
+/// first, so it is final); the started notices held back are written, and the actor stops for
+/// good.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drained;
+
+/// What a message's work asks for next.
+enum Next {
+    /// Another turn of dispatch after this long.
+    TurnIn(Duration),
+    /// Nothing: the actor is done.
+    Finished,
+}
+
+/// The state of one run of the Scheduler: its caches and counts, and the pace of dispatch.
+struct State {
+    inner: Inner,
+    dispatch: DispatchPace,
+}
+
+impl State {
+    fn new(parts: &Parts) -> Self {
+        let inner = Inner::new(parts);
+        let dispatch = DispatchPace::new(&inner);
+        State { inner, dispatch }
+    }
+
+    /// The work of one message.
+    async fn work(&mut self, work: Work, stop: &Signal) -> Result<Next, ActorError> {
+        match work {
+            Work::Replies(batch) => self.inner.apply_deliveries(batch, stop).await?,
+            // Write the started notices that are due.
+            Work::Turn => self.inner.apply_deliveries(Vec::new(), stop).await?,
+            Work::Drained => {
+                let (changes, tags) = self.inner.started.drain();
+                if !changes.is_empty() {
+                    let sessions: Vec<SessionId> = tags.iter().map(|t| t.session).collect();
+                    let batch = Batch {
+                        changes,
+                        builds: vec![],
+                    };
+                    self.inner.apply_counted(&batch, &sessions).await?;
+                }
+                return Ok(Next::Finished);
+            }
+        }
+        if stop.is_triggered() {
+            // No more dispatch: the adapter drains the results queue and sends `Drained`.
+            return Ok(Next::TurnIn(Duration::MAX));
+        }
+        let t0 = std::time::Instant::now();
+        let progressed = self.dispatch.turn(&mut self.inner).await?;
+        shoal_metrics::metrics().dispatch_took(t0.elapsed());
+        Ok(Next::TurnIn(if progressed {
+            // Look for replies, then dispatch again.
+            Duration::ZERO
+        } else {
+            // (Started notices held back are written at least twice per debounce.)
+            self.inner.config.tick.min(STARTED_DEBOUNCE / 2)
+        }))
+    }
+}
+
+/// The work a message brings.
+enum Work {
+    Replies(Vec<Delivery>),
+    Turn,
+    Drained,
+}
+
+impl Scheduler {
+    pub fn new(
+        store: Arc<dyn Store>,
+        bus: Arc<dyn Bus>,
+        backends: SessionBackends,
+        config: SchedulerConfig,
+        stop: Signal,
+        guard: DrainGuard,
+    ) -> Self {
+        let config_give_up = config.give_up_after;
+        Scheduler {
+            parts: Parts {
+                store,
+                bus,
+                backends,
+                config,
+                clock: Arc::new(SystemClock),
+            },
+            state: None,
+            stop,
+            pace: RestartPace::new(
+                "scheduler",
+                Backoff {
+                    give_up_after: config_give_up,
+                    ..Backoff::default()
+                },
+            ),
+            guard,
+            next_turn: None,
+            finished: false,
+        }
+    }
+
+    /// Starts the actor under actix's `Supervisor`: a failure or a panic of a message's work
+    /// stops it, and the supervisor starts it again with fresh state.
+    pub fn start_supervised(self) -> Addr<Self> {
+        actix::Supervisor::start(|_| self)
+    }
+
+    /// The same Scheduler reading time from `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.parts.clock = clock;
+        self
+    }
+
+    /// Fresh state for one run, for tests that drive its steps one by one.
+    #[cfg(test)]
+    pub(super) fn fresh_inner(&self) -> Inner {
+        Inner::new(&self.parts)
+    }
+
+    /// Starts this run: fresh state, the results queue's adapter, and the first turn; after a
+    /// failure, once its backoff has passed (or at once if the stop signal comes first).
+    fn begin(&mut self, ctx: &mut Context<Self>) {
+        if self.finished {
+            return;
+        }
+        self.state = Some(State::new(&self.parts));
+        let feed = feed_replies(
+            ctx.address(),
+            self.parts.bus.clone(),
+            self.parts.config.clone(),
+            self.stop.clone(),
+        );
+        ctx.spawn(feed.into_actor(self).map(|out, act, ctx| {
+            if let Err(e) = out {
+                act.failed(ctx, e.to_string());
+            }
+        }));
+        self.schedule_turn(ctx, Duration::ZERO);
+    }
+
+    /// Runs a message's work on the state, to its end before any other message (`ctx.wait`).
+    fn run_work(&mut self, ctx: &mut Context<Self>, work: Work) {
+        let Some(mut state) = self.state.take() else {
+            // Between a failure and the restart (replies dropped unacked go back to the
+            // queue), or a drain while backing off: nothing to drain then.
+            if let Work::Drained = work {
+                self.finish(ctx);
+            }
+            return;
+        };
+        let stop = self.stop.clone();
+        let fut = AssertUnwindSafe(async move {
+            let next = state.work(work, &stop).await?;
+            Ok::<_, ActorError>((state, next))
+        })
+        .catch_unwind();
+        ctx.wait(fut.into_actor(self).map(|out, act, ctx| match out {
+            Ok(Ok((state, Next::TurnIn(wait)))) => {
+                act.state = Some(state);
+                if wait != Duration::MAX {
+                    act.schedule_turn(ctx, wait);
+                }
+            }
+            Ok(Ok((_, Next::Finished))) => act.finish(ctx),
+            Ok(Err(e)) => act.failed(ctx, e.to_string()),
+            Err(panic) => act.failed(ctx, format!("panic: {}", panic_message(&*panic))),
+        }));
+    }
+
+    /// The next [`Turn`] after `wait`, instead of the one scheduled.
+    fn schedule_turn(&mut self, ctx: &mut Context<Self>, wait: Duration) {
+        if let Some(h) = self.next_turn.take() {
+            ctx.cancel_future(h);
+        }
+        self.next_turn = Some(ctx.notify_later(Turn, wait));
+    }
+
+    /// A message's work or the adapter failed: the actor stops, and its supervisor starts it
+    /// again after the backoff — unless the process is stopping or the failures have lasted too
+    /// long (the process is told it gave up).
+    fn failed(&mut self, ctx: &mut Context<Self>, failure: String) {
+        self.state = None;
+        if self.stop.is_triggered() {
+            tracing::error!(actor = "scheduler", error = %failure, "failed while stopping");
+            return self.finish(ctx);
+        }
+        if let Restart::GiveUp(reason) = self.pace.failed(&failure) {
+            self.guard.give_up().give_up(reason);
+            return self.finish(ctx);
+        }
+        ctx.stop();
+    }
+
+    /// Stops for good: the supervisor does not start it again.
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        self.finished = true;
+        self.state = None;
+        ctx.stop();
+    }
+}
+
+impl Actor for Scheduler {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.finished {
+            // Restarted after it stopped for good, because an address was still alive: stop
+            // again; nothing holds an address now (the adapter went with the last run).
+            ctx.stop();
+            return;
+        }
+        let delay = self.pace.starting();
+        if delay.is_zero() {
+            self.begin(ctx);
+            return;
+        }
+        let mut stop = self.stop.clone();
+        let backoff = async move {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = stop.triggered() => {}
+            }
+        };
+        ctx.spawn(backoff.into_actor(self).map(|_, act, ctx| {
+            if act.stop.is_triggered() {
+                act.finish(ctx)
+            } else {
+                act.begin(ctx)
+            }
+        }));
+    }
+}
+
+impl Supervised for Scheduler {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        // Everything in memory goes: the next run derives it again from the store.
+        self.state = None;
+        self.next_turn = None;
+    }
+}
+
+impl Handler<Replies> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, msg: Replies, ctx: &mut Context<Self>) {
+        self.run_work(ctx, Work::Replies(msg.0));
+    }
+}
+
+impl Handler<Turn> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, _: Turn, ctx: &mut Context<Self>) {
+        self.next_turn = None;
+        self.run_work(ctx, Work::Turn);
+    }
+}
+
+impl Handler<Drained> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, _: Drained, ctx: &mut Context<Self>) {
+        self.run_work(ctx, Work::Drained);
+    }
+}
+
+/// The results queue's adapter: consumes it and sends its deliveries to the Scheduler in
+/// batches ([`Replies`]), each once the one before is applied (the actor's mailbox holds one
+/// batch at most, so a batch waits on the broker, unacked, not in memory). On the stop signal it
+/// sends what is left on the queue (the workers stopped first, so it is final), then [`Drained`].
+/// It lives as long as one run of the actor: an error here fails the run.
+async fn feed_replies(
+    scheduler: Addr<Scheduler>,
+    bus: Arc<dyn Bus>,
+    config: SchedulerConfig,
+    mut stop: Signal,
+) -> Result<(), ActorError> {
+    let queue = bus.namespace().results_queue();
+    bus.declare_queue(&queue, &QueueOptions::limited(config.delivery_limit))
+        .await?;
+    let prefetch = config.result_batch.min(u16::MAX as usize) as u16;
+    let mut consumer = bus.consume(&queue, prefetch).await?;
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = stop.triggered() => break,
+            d = consumer.next() => d,
+        };
+        let Some(first) = first else { return Ok(()) };
+        let mut batch = vec![first?];
+        fill_batch(&mut *consumer, &mut batch, config.result_batch).await?;
+        if scheduler.send(Replies(batch)).await.is_err() {
+            // The actor stopped: this run is over.
+            return Ok(());
+        }
+    }
+    loop {
+        let mut batch = Vec::new();
+        fill_batch(&mut *consumer, &mut batch, config.result_batch).await?;
+        let last = batch.is_empty();
+        let sent = if last {
+            scheduler.send(Drained).await
+        } else {
+            scheduler.send(Replies(batch)).await
+        };
+        if last || sent.is_err() {
+            return Ok(());
+        }
+    }
+}
+
+/// Takes whatever else arrives within a few milliseconds, up to `max` deliveries.
+async fn fill_batch(
+    consumer: &mut dyn Consumer,
+    batch: &mut Vec<Delivery>,
+    max: usize,
+) -> Result<(), ActorError> {
+    while batch.len() < max {
+        match tokio::time::timeout(Duration::from_millis(3), consumer.next()).await {
+            Ok(Some(d)) => batch.push(d?),
+            _ => break,
+        }
+    }
+    Ok(())
+}
