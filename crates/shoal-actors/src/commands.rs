@@ -134,7 +134,7 @@ async fn answer(
     }
     let reply = CommandReply {
         id: req.id.clone(),
-        result: apply(store, tools, &req.command).await?,
+        result: apply(store, tools, &req.command).await?.map_err(Into::into),
     };
     match &reply.result {
         Ok(outcome) => {

@@ -307,7 +307,7 @@ async fn build(
     };
     let expected = backend
         .build_key(req.step, &req.config_params, &req.compile_params)
-        .map_err(|e| BuildEnd::Failed(FailureKind::Infrastructure, e))?;
+        .map_err(|e| BuildEnd::Failed(FailureKind::Infrastructure, e.to_string()))?;
     if expected != req.build_key {
         return Err(BuildEnd::Failed(
             FailureKind::Infrastructure,

@@ -126,7 +126,7 @@ impl ShippedTrees {
             reason,
         };
         let listing = checked_file(store, tree, tree, None, "the tree").await?;
-        let files = Tree::decode(&listing).map_err(invalid)?;
+        let files = Tree::decode(&listing).map_err(|e| invalid(e.to_string()))?;
         if written.root.is_none() {
             let root = tempfile::Builder::new()
                 .prefix("shoal-specs-")

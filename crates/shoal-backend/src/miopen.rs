@@ -60,7 +60,7 @@ impl MiopenBackend {
         step: Step,
         config: &Params,
         compile: &Params,
-    ) -> Result<String, String> {
+    ) -> Result<String, BuildKeyError> {
         let conv = ConvConfig::from_params(config)?;
         let solver = solver_of(compile)?;
         Ok(build_key(step, &conv, solver))
@@ -165,7 +165,7 @@ impl MiopenBackend {
         ctx: &RunContext<'_>,
     ) -> Result<Measurement, (FailureKind, String)> {
         let (conv, solver) = problem(input.config, input.compile)?;
-        let compiled = read_compiled(input.artifact).map_err(infra)?;
+        let compiled = read_compiled(input.artifact).map_err(|e| infra(e.to_string()))?;
         let mut job = self.job(conv, solver, &["alloc_buf", "fill_buf", PERF_EVAL]);
         job.perf_compile_result = Some(vec![compiled]);
         let out = self.run_job(job, ctx, ChildStep::Run).await?;
@@ -182,9 +182,11 @@ impl MiopenBackend {
         ctx: &RunContext<'_>,
     ) -> Result<Measurement, (FailureKind, String)> {
         let (conv, solver) = problem(input.config, input.compile)?;
-        let at = |e: String| infra(format!("artifact {}: {e}", input.artifact.display()));
-        let bytes = std::fs::read(input.artifact).map_err(|e| at(e.to_string()))?;
-        let compiled = parse_find_compiled(&bytes).map_err(at)?;
+        let at = |e: &dyn std::fmt::Display| {
+            infra(format!("artifact {}: {e}", input.artifact.display()))
+        };
+        let bytes = std::fs::read(input.artifact).map_err(|e| at(&e))?;
+        let compiled = parse_find_compiled(&bytes).map_err(|e| at(&e))?;
         let mut job = self.job(conv, solver, &["alloc_buf", "fill_buf", FIND_EVAL]);
         job.find_compile_result = Some(vec![compiled]);
         let out = self.run_job(job, ctx, ChildStep::Run).await?;
@@ -227,8 +229,8 @@ fn problem<'a>(
     config: &Params,
     compile: &'a Params,
 ) -> Result<(ConvConfig, &'a str), (FailureKind, String)> {
-    let conv = ConvConfig::from_params(config).map_err(infra)?;
-    Ok((conv, solver_of(compile).map_err(infra)?))
+    let conv = ConvConfig::from_params(config).map_err(|e| infra(e.to_string()))?;
+    Ok((conv, solver_of(compile).map_err(|e| infra(e.to_string()))?))
 }
 
 /// `solver`'s entry of one of fin's `<step>_result` lists, or the failure of a fin that gave
@@ -304,8 +306,41 @@ fn measurement(
     }
 }
 
+/// Why a MIOpen job has no build key: its parameters name no convolution or no solver.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildKeyError {
+    #[error(transparent)]
+    Config(#[from] shoal_miopen::ConfigError),
+    #[error(transparent)]
+    NoSolver(#[from] NoSolver),
+}
+
+/// Compile parameters without the `solver` a MIOpen job tunes; `compile` is their text.
+#[derive(Debug, thiserror::Error)]
+#[error("compile parameters `{compile}` name no solver")]
+pub struct NoSolver {
+    pub compile: String,
+}
+
+/// Why a stored compile result could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    #[error("artifact {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("artifact {}: {source}", .path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Parses the JSON written by [`MiopenBackend::build`] for a find compile.
-pub fn parse_find_compiled(bytes: &[u8]) -> Result<fin::FindCompiledSolver, String> {
+pub fn parse_find_compiled(bytes: &[u8]) -> Result<fin::FindCompiledSolver, serde_json::Error> {
     #[derive(serde::Deserialize)]
     struct Stored {
         solver_name: String,
@@ -314,7 +349,7 @@ pub fn parse_find_compiled(bytes: &[u8]) -> Result<fin::FindCompiledSolver, Stri
         workspace: u64,
         kernel_objects: Vec<fin::KernelObject>,
     }
-    let s: Stored = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let s: Stored = serde_json::from_slice(bytes)?;
     Ok(fin::FindCompiledSolver {
         algorithm: s.algorithm,
         find_compiled: s.find_compiled,
@@ -325,13 +360,19 @@ pub fn parse_find_compiled(bytes: &[u8]) -> Result<fin::FindCompiledSolver, Stri
 }
 
 /// The compile result stored as a MIOpen job's artifact.
-pub fn read_compiled(path: &Path) -> Result<CompiledSolver, String> {
-    let text = std::fs::read(path).map_err(|e| format!("artifact {}: {e}", path.display()))?;
-    parse_compiled(&text).map_err(|e| format!("artifact {}: {e}", path.display()))
+pub fn read_compiled(path: &Path) -> Result<CompiledSolver, ArtifactError> {
+    let text = std::fs::read(path).map_err(|source| ArtifactError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_compiled(&text).map_err(|source| ArtifactError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Parses the JSON written by [`MiopenBackend::build`].
-pub fn parse_compiled(bytes: &[u8]) -> Result<CompiledSolver, String> {
+pub fn parse_compiled(bytes: &[u8]) -> Result<CompiledSolver, serde_json::Error> {
     // A find compile's artifact has `find_compiled` instead (its kernels are read the same way,
     // e.g. for the kernel db).
     #[derive(serde::Deserialize)]
@@ -341,7 +382,7 @@ pub fn parse_compiled(bytes: &[u8]) -> Result<CompiledSolver, String> {
         perf_compiled: bool,
         kernel_objects: Vec<fin::KernelObject>,
     }
-    let s: Stored = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let s: Stored = serde_json::from_slice(bytes)?;
     Ok(CompiledSolver {
         solver_name: s.solver_name,
         perf_compiled: s.perf_compiled,
@@ -364,10 +405,10 @@ pub fn build_key(step: Step, conv: &shoal_miopen::ConvConfig, solver: &str) -> S
 }
 
 /// The solver a job tunes, from its compile parameters (`solver=<name>`).
-pub fn solver_of(compile: &Params) -> Result<&str, String> {
-    compile
-        .get("solver")
-        .ok_or_else(|| format!("compile parameters `{compile}` name no solver"))
+pub fn solver_of(compile: &Params) -> Result<&str, NoSolver> {
+    compile.get("solver").ok_or_else(|| NoSolver {
+        compile: compile.to_string(),
+    })
 }
 
 /// Why a fin run produced no output to read.

@@ -9,10 +9,37 @@ use shoal_model::{FailureKind, Outcome, Params, Step};
 
 use crate::command::{self, Artifact};
 use crate::context::{EvalInput, RunContext};
-use crate::spec::{RunMode, TuningSpec};
+use crate::miopen::{BuildKeyError, NoSolver};
+use crate::spec::{shown, CandidateError, RunMode, TuningSpec};
 
 /// Allowance in a library-mode lease for starting a runner and its device context.
 const RUNNER_START: Duration = Duration::from_secs(60);
+
+/// Why a bus message's parameters are refused before anything is built or run from them
+/// ([`SessionBackend::check_request`]). `kind` is which parameters: `config`, `compile` or `run`.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// Not a candidate of the command backend's spec.
+    #[error(transparent)]
+    Candidate(#[from] CandidateError),
+    #[error("{kind} parameter name {} is not an identifier", shown(.name))]
+    NotAnIdentifier { kind: &'static str, name: String },
+    #[error(
+        "{kind} parameter {name}={} has a character a MIOpen parameter cannot have (allowed: \
+         letters, digits, `_ . - + : , < >`)",
+        shown(.value)
+    )]
+    MiopenCharacter {
+        kind: &'static str,
+        name: String,
+        value: String,
+    },
+    /// The config parameters describe no convolution.
+    #[error("config parameters: {0}")]
+    Config(#[source] shoal_miopen::ConfigError),
+    #[error(transparent)]
+    NoSolver(#[from] NoSolver),
+}
 
 /// The backend of one session.
 #[derive(Clone, Debug)]
@@ -40,10 +67,10 @@ impl SessionBackend {
         config_params: &Params,
         compile_params: &Params,
         run_params: Option<&Params>,
-    ) -> Result<(), String> {
+    ) -> Result<(), RequestError> {
         match self {
             SessionBackend::Command(spec) => {
-                spec.check_candidate(config_params, compile_params, run_params)
+                Ok(spec.check_candidate(config_params, compile_params, run_params)?)
             }
             SessionBackend::Miopen(_) => {
                 let none = Params::new();
@@ -55,7 +82,7 @@ impl SessionBackend {
                     check_miopen_params(kind, params)?;
                 }
                 shoal_miopen::ConvConfig::from_params(config_params)
-                    .map_err(|e| format!("config parameters: {e}"))?;
+                    .map_err(RequestError::Config)?;
                 crate::miopen::solver_of(compile_params)?;
                 Ok(())
             }
@@ -70,7 +97,7 @@ impl SessionBackend {
         step: Step,
         config: &Params,
         compile: &Params,
-    ) -> Result<String, String> {
+    ) -> Result<String, BuildKeyError> {
         match self {
             SessionBackend::Command(spec) => Ok(spec.build_key(compile)),
             SessionBackend::Miopen(m) => m.build_key(step, config, compile),
@@ -188,7 +215,7 @@ impl SessionBackend {
 /// a solver such as `ConvOclBwdWrW2<8>`, or a perf config's comma-separated values), so no
 /// quote, space, newline, `$`, `;`, backtick or parenthesis gets through to fin's input. (fin
 /// reads its input from a JSON file, never a shell.)
-fn check_miopen_params(kind: &str, params: &Params) -> Result<(), String> {
+fn check_miopen_params(kind: &'static str, params: &Params) -> Result<(), RequestError> {
     let name_ok = |n: &str| {
         let mut c = n.chars();
         c.next()
@@ -204,17 +231,17 @@ fn check_miopen_params(kind: &str, params: &Params) -> Result<(), String> {
     };
     for (name, value) in params.iter() {
         if !name_ok(name) {
-            return Err(format!(
-                "{kind} parameter name {} is not an identifier",
-                crate::spec::shown(name)
-            ));
+            return Err(RequestError::NotAnIdentifier {
+                kind,
+                name: name.to_string(),
+            });
         }
         if !value_ok(value) {
-            return Err(format!(
-                "{kind} parameter {name}={} has a character a MIOpen parameter cannot have \
-                 (allowed: letters, digits, `_ . - + : , < >`)",
-                crate::spec::shown(value)
-            ));
+            return Err(RequestError::MiopenCharacter {
+                kind,
+                name: name.to_string(),
+                value: value.to_string(),
+            });
         }
     }
     Ok(())
@@ -271,17 +298,27 @@ M = 128
         b.check_request(&shape, &good, None).unwrap();
         b.check_request(&shape, &good, Some(&run)).unwrap();
         let injected = params(&[("BM", "(system(\"id\")*0)"), ("BN", "16")]);
-        let e = b.check_request(&shape, &injected, None).unwrap_err();
+        let e = b
+            .check_request(&shape, &injected, None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("BM=") && e.contains("(system("), "{e}");
         let outside = params(&[("BM", "128"), ("BN", "16")]);
-        let e = b.check_request(&shape, &outside, Some(&run)).unwrap_err();
+        let e = b
+            .check_request(&shape, &outside, Some(&run))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("BM=\"128\""), "{e}");
         let excluded = params(&[("BM", "64"), ("BN", "64")]);
-        let e = b.check_request(&shape, &excluded, Some(&run)).unwrap_err();
+        let e = b
+            .check_request(&shape, &excluded, Some(&run))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("rules exclude"), "{e}");
         let e = b
             .check_request(&params(&[("M", "129")]), &good, Some(&run))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("M=129"), "{e}");
     }
 
@@ -314,14 +351,21 @@ M = 128
         ] {
             let e = b
                 .check_request(&config, &params(&[("solver", bad)]), None)
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("compile parameter solver="), "{bad}: {e}");
         }
         let mut tampered = config.clone();
         tampered.0[0].1 = "conv;rm".into();
-        let e = b.check_request(&tampered, &solver, None).unwrap_err();
+        let e = b
+            .check_request(&tampered, &solver, None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("config parameter cmd="), "{e}");
-        let e = b.check_request(&config, &Params::new(), None).unwrap_err();
+        let e = b
+            .check_request(&config, &Params::new(), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("solver"), "{e}");
     }
 }

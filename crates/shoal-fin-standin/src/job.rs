@@ -12,6 +12,22 @@ use shoal_miopen::naming::base_arch;
 use shoal_miopen::solvers::{self, SolverInfo};
 use shoal_miopen::ConvConfig;
 
+/// Why a job cannot be answered: what makes real fin throw.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("a job is not a JSON object")]
+    NotAnObject,
+    #[error("job has no `steps` list")]
+    NoSteps,
+    #[error("`steps` holds a non-string")]
+    StepNotAString,
+    #[error("config: {0}")]
+    Config(#[source] shoal_miopen::fin::FinError),
+    /// A step that reports on the convolution, in a job without one.
+    #[error("step {step} needs a `config`")]
+    NoConfig { step: String },
+}
+
 /// Everything a job needs besides its own JSON.
 pub struct Ctx {
     pub faults: Faults,
@@ -19,8 +35,8 @@ pub struct Ctx {
 }
 
 /// The output element for `job`. An error is what makes real fin throw (and exit non-zero).
-pub fn process(job: &Value, ctx: &Ctx) -> Result<Value, String> {
-    let obj = job.as_object().ok_or("a job is not a JSON object")?;
+pub fn process(job: &Value, ctx: &Ctx) -> Result<Value, JobError> {
+    let obj = job.as_object().ok_or(JobError::NotAnObject)?;
     let input = JobInput::read(obj)?;
     let mut out = Map::new();
     let mut sources: Vec<String> = Vec::new();
@@ -33,10 +49,9 @@ pub fn process(job: &Value, ctx: &Ctx) -> Result<Value, String> {
             // alloc_buf, fill_buf, copy_buf_*, and unknown steps: nothing to report.
             continue;
         };
-        let c = input
-            .config
-            .as_ref()
-            .ok_or_else(|| format!("step {step} needs a `config`"))?;
+        let c = input.config.as_ref().ok_or_else(|| JobError::NoConfig {
+            step: step.to_string(),
+        })?;
         if let Some(rec) = recorded::find(&ctx.recordings, step, c, &input.arch, &input.solvers) {
             insert_recorded(&mut out, rec, step, result_key, &ctx.faults);
             sources.push(format!("recorded {}", rec.source));
@@ -77,19 +92,19 @@ struct JobInput<'a> {
 }
 
 impl<'a> JobInput<'a> {
-    fn read(obj: &'a Map<String, Value>) -> Result<JobInput<'a>, String> {
+    fn read(obj: &'a Map<String, Value>) -> Result<JobInput<'a>, JobError> {
         let steps: Vec<&str> = obj
             .get("steps")
             .and_then(Value::as_array)
-            .ok_or("job has no `steps` list")?
+            .ok_or(JobError::NoSteps)?
             .iter()
-            .map(|s| s.as_str().ok_or("`steps` holds a non-string"))
+            .map(|s| s.as_str().ok_or(JobError::StepNotAString))
             .collect::<Result<_, _>>()?;
         let arch = base_arch(obj.get("arch").and_then(Value::as_str).unwrap_or("")).to_string();
         let config = match obj.get("config") {
             Some(c) => Some(
                 parse_config(c, obj.get("direction").and_then(Value::as_i64))
-                    .map_err(|e| format!("config: {e}"))?,
+                    .map_err(JobError::Config)?,
             ),
             None => None,
         };

@@ -96,25 +96,67 @@ fn parse_args(args: &[String]) -> Option<(String, String)> {
     Some((input?, output?))
 }
 
-fn run_files(input: &str, output: &str) -> Result<i32, String> {
-    let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
-    let jobs: Value = serde_json::from_str(&text).map_err(|e| format!("{input}: {e}"))?;
+/// Why the stand-in wrote no output: a file it cannot read or write, or a job real fin would
+/// throw on.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Json {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: the input must be a JSON list of jobs")]
+    NotAList { path: String },
+    #[error("job {index}: {source}")]
+    Job {
+        index: usize,
+        #[source]
+        source: job::JobError,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn run_files(input: &str, output: &str) -> Result<i32, RunError> {
+    let path = || input.to_string();
+    let text = std::fs::read_to_string(input).map_err(|source| RunError::Read {
+        path: path(),
+        source,
+    })?;
+    let jobs: Value = serde_json::from_str(&text).map_err(|source| RunError::Json {
+        path: path(),
+        source,
+    })?;
     let jobs = jobs
         .as_array()
-        .ok_or_else(|| format!("{input}: the input must be a JSON list of jobs"))?;
+        .ok_or_else(|| RunError::NotAList { path: path() })?;
     let ctx = job::Ctx {
         faults: Faults::from_env(),
         recordings: recorded::load(),
     };
     let mut elements = vec![process_env()];
     for (i, j) in jobs.iter().enumerate() {
-        elements.push(job::process(j, &ctx).map_err(|e| format!("job {i}: {e}"))?);
+        elements.push(job::process(j, &ctx).map_err(|source| RunError::Job { index: i, source })?);
     }
     let mut text = to_fin_json(&Value::Array(elements));
     if ctx.faults.garble_output {
         text.truncate(text.len() / 2);
     }
-    std::fs::write(output, text).map_err(|e| format!("cannot write {output}: {e}"))?;
+    std::fs::write(output, text).map_err(|source| RunError::Write {
+        path: output.to_string(),
+        source,
+    })?;
     Ok(ctx.faults.exit_code.unwrap_or(0))
 }
 

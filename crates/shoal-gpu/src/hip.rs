@@ -5,32 +5,46 @@
 
 use hip_sys::hiprt;
 
+/// A HIP runtime call that failed, and the `hipError_t` it returned.
+#[derive(Debug, thiserror::Error)]
+#[error("{call}: {code:?}")]
+pub struct HipError {
+    pub call: &'static str,
+    pub code: hiprt::hipError_t,
+}
+
 /// What HIP sees: `Ok(n)` devices, or why it sees none (`hipErrorNoDevice` on a host without an
 /// AMD GPU is `Ok(0)`: no device is an answer, not an error).
-pub fn device_count() -> Result<u32, String> {
+pub fn device_count() -> Result<u32, HipError> {
     let mut count: i32 = 0;
     // SAFETY: a plain out-parameter call into the HIP runtime.
     let err = unsafe { hiprt::hipGetDeviceCount(&mut count) };
     match err {
         hiprt::hipError_t::hipSuccess => Ok(count.max(0) as u32),
         hiprt::hipError_t::hipErrorNoDevice => Ok(0),
-        other => Err(format!("hipGetDeviceCount: {other:?}")),
+        code => Err(HipError {
+            call: "hipGetDeviceCount",
+            code,
+        }),
     }
 }
 
 /// The HIP runtime version, e.g. 50221153 for 5.2.21153.
-pub fn runtime_version() -> Result<i32, String> {
+pub fn runtime_version() -> Result<i32, HipError> {
     let mut v: i32 = 0;
     // SAFETY: a plain out-parameter call into the HIP runtime.
     let err = unsafe { hiprt::hipRuntimeGetVersion(&mut v) };
     match err {
         hiprt::hipError_t::hipSuccess => Ok(v),
-        other => Err(format!("hipRuntimeGetVersion: {other:?}")),
+        code => Err(HipError {
+            call: "hipRuntimeGetVersion",
+            code,
+        }),
     }
 }
 
 /// Compute units of HIP device `index`.
-pub fn compute_units(index: u32) -> Result<u32, String> {
+pub fn compute_units(index: u32) -> Result<u32, HipError> {
     let mut v: i32 = 0;
     // SAFETY: a plain out-parameter call; the attribute enum comes from the same bindings.
     let err = unsafe {
@@ -42,7 +56,10 @@ pub fn compute_units(index: u32) -> Result<u32, String> {
     };
     match err {
         hiprt::hipError_t::hipSuccess => Ok(v.max(0) as u32),
-        other => Err(format!("hipDeviceGetAttribute: {other:?}")),
+        code => Err(HipError {
+            call: "hipDeviceGetAttribute",
+            code,
+        }),
     }
 }
 

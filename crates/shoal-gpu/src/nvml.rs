@@ -8,16 +8,15 @@
 use std::sync::OnceLock;
 
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 
 use crate::{Device, DeviceKind, Health};
 
 /// The library, initialised once per process; `Err` says why there is none (no driver).
-fn nvml() -> Result<&'static Nvml, &'static str> {
-    static NVML: OnceLock<Result<Nvml, String>> = OnceLock::new();
-    NVML.get_or_init(|| Nvml::init().map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(|e| e.as_str())
+fn nvml() -> Result<&'static Nvml, &'static NvmlError> {
+    static NVML: OnceLock<Result<Nvml, NvmlError>> = OnceLock::new();
+    NVML.get_or_init(Nvml::init).as_ref()
 }
 
 /// `sm_<major><minor>`, as nvcc names targets.

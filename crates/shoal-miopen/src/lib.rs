@@ -14,4 +14,4 @@ pub mod naming;
 pub mod problem;
 pub mod solvers;
 
-pub use problem::{ConvConfig, ConvMode, DataType, Direction, PadMode};
+pub use problem::{ConfigError, ConvConfig, ConvMode, DataType, Direction, PadMode};

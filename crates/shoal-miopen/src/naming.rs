@@ -62,6 +62,33 @@ pub fn db_base_name(arch: &str, num_cu: u32) -> String {
     }
 }
 
+/// A file name's base that [`db_base_name`] writes for no device, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{base}` is not a MIOpen database base name ({why}); one is the gfx name followed by \
+     `_<CUs>` for at most 64 CUs or by the CU count in lowercase hex above 64, e.g. gfx906_60, \
+     gfx90a6e, gfx942130"
+)]
+pub struct NotABaseName {
+    pub base: String,
+    pub why: BaseNameProblem,
+}
+
+/// What a [`NotABaseName`] lacks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BaseNameProblem {
+    #[error("it does not start with `gfx`")]
+    NoGfxPrefix,
+    #[error("no gfx name such as gfx906 or gfx1030")]
+    NoGfxName,
+    #[error("no CU count after the gfx name")]
+    NoCuCount,
+    /// The name has `num_cu` CUs in the base (decimal or hex) that [`db_base_name`] does not
+    /// use for that count: it writes `written`.
+    #[error("{num_cu} CUs would be written `{written}`")]
+    WrittenOtherwise { num_cu: u32, written: String },
+}
+
 /// The device a database base name is for, the inverse of [`db_base_name`]: `gfx942130` →
 /// (`gfx942`, 304), `gfx906_60` → (`gfx906`, 60), `gfx90a_xnack6e` → (`gfx90a:xnack+`, 110).
 ///
@@ -71,17 +98,14 @@ pub fn db_base_name(arch: &str, num_cu: u32) -> String {
 /// and which base the count is in are both known. Used to read the device of a shipped database
 /// from its file name (`shoal import-db --store`), as MIOpen's own fallback lookup does. A name
 /// that [`db_base_name`] would not write back the same is refused, with the rule.
-pub fn split_db_base_name(base: &str) -> Result<(String, u32), String> {
-    let refused = |why: &str| {
-        format!(
-            "`{base}` is not a MIOpen database base name ({why}); one is the gfx name followed by \
-             `_<CUs>` for at most 64 CUs or by the CU count in lowercase hex above 64, e.g. \
-             gfx906_60, gfx90a6e, gfx942130"
-        )
+pub fn split_db_base_name(base: &str) -> Result<(String, u32), NotABaseName> {
+    let refused = |why: BaseNameProblem| NotABaseName {
+        base: base.to_string(),
+        why,
     };
     let rest = base
         .strip_prefix("gfx")
-        .ok_or_else(|| refused("it does not start with `gfx`"))?;
+        .ok_or_else(|| refused(BaseNameProblem::NoGfxPrefix))?;
     let id_len = if rest.starts_with('1') { 4 } else { 3 };
     let (id, rest) = rest
         .split_at_checked(id_len)
@@ -89,7 +113,7 @@ pub fn split_db_base_name(base: &str) -> Result<(String, u32), String> {
             id.bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         })
-        .ok_or_else(|| refused("no gfx name such as gfx906 or gfx1030"))?;
+        .ok_or_else(|| refused(BaseNameProblem::NoGfxName))?;
     let (arch, rest) = match rest.strip_prefix("_xnack") {
         Some(rest) => (format!("gfx{id}:xnack+"), rest),
         None => (format!("gfx{id}"), rest),
@@ -100,12 +124,13 @@ pub fn split_db_base_name(base: &str) -> Result<(String, u32), String> {
         None => u32::from_str_radix(rest, 16).ok(),
     }
     .filter(|&cu| cu > 0)
-    .ok_or_else(|| refused("no CU count after the gfx name"))?;
-    if db_base_name(&arch, num_cu) != base {
-        return Err(refused(&format!(
-            "{num_cu} CUs would be written `{}`",
-            db_base_name(&arch, num_cu)
-        )));
+    .ok_or_else(|| refused(BaseNameProblem::NoCuCount))?;
+    let written = db_base_name(&arch, num_cu);
+    if written != base {
+        return Err(refused(BaseNameProblem::WrittenOtherwise {
+            num_cu,
+            written,
+        }));
     }
     Ok((arch, num_cu))
 }
@@ -202,7 +227,7 @@ mod tests {
             ("gfx906_6x", "no CU count"),
             ("gfx942130.HIP", "no CU count"),
         ] {
-            let e = split_db_base_name(name).unwrap_err();
+            let e = split_db_base_name(name).unwrap_err().to_string();
             assert!(e.contains(why) && e.contains(name), "{name}: {e}");
             assert!(e.contains("gfx942130"), "the error shows an example: {e}");
         }

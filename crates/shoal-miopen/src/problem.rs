@@ -159,3 +159,100 @@ pub struct ConvConfig {
     pub fil_layout: String,
     pub out_layout: String,
 }
+
+/// Why a [`ConvConfig`] is no convolution MIOpenDriver would run, or why parameters do not
+/// describe one ([`ConvConfig::from_params`]). Each names the field and the value at fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("spatial_dim must be 2 or 3, got {got}")]
+    SpatialDim { got: u8 },
+    #[error("INT32 is an output type, not a convolution input type")]
+    Int32Input,
+    /// A 2-D config whose depth fields are not the 2-D ones.
+    #[error(
+        "a 2-D config has in_d = fil_d = 1, pad_d = 0, conv_stride_d = dilation_d = 1 and \
+         trans_output_pad_d = 0"
+    )]
+    TwoDDepth,
+    /// A size, stride, dilation or group count of 0.
+    #[error("{field} must be at least 1, got 0")]
+    Zero { field: &'static str },
+    /// `what` (`in_channels`, `out_channels`) is `count`, which `groups` does not divide.
+    #[error("group count {groups} does not divide {what} {count}")]
+    GroupCount {
+        groups: u32,
+        what: &'static str,
+        count: u32,
+    },
+    /// `field` (`in_layout`, or the driver's `--in_layout`) names no layout of the dimension.
+    #[error(
+        "{field} `{layout}` is not a {spatial_dim}-D layout (use {allowed})",
+        allowed = layouts(*.spatial_dim).join(", ")
+    )]
+    Layout {
+        field: &'static str,
+        layout: String,
+        spatial_dim: u8,
+    },
+    #[error(
+        "trans_output_pad_{axis} {pad} on a non-transposed convolution (it only applies to -m \
+         trans)"
+    )]
+    TransOutputPadOnConv { axis: char, pad: u32 },
+    #[error("trans_output_pad_{axis} {pad} must be smaller than the stride {stride}")]
+    TransOutputPadTooLarge { axis: char, pad: u32, stride: u32 },
+    /// Pads (d, h, w) other than those the pad mode sets.
+    #[error(
+        "pads {}x{}x{} do not match pad mode {pad_mode:?}, which sets {}x{}x{}",
+        .pads[0], .pads[1], .pads[2], .expected[0], .expected[1], .expected[2]
+    )]
+    PadsMismatch {
+        pads: [u32; 3],
+        pad_mode: PadMode,
+        expected: [u32; 3],
+    },
+    #[error("conv_stride_{axis} must be at least 1")]
+    StrideZero { axis: char },
+    #[error("dilation_{axis} must be at least 1")]
+    DilationZero { axis: char },
+    /// A transposed convolution whose output on `axis` is below 1.
+    #[error(
+        "output {axis} would be {output} (< 1): in_{axis} {input}, fil_{axis} {fil}, pad_{axis} \
+         {pad}, stride {stride}, dilation {dilation}; the transposed output is padded away"
+    )]
+    PaddedAway {
+        axis: char,
+        output: i128,
+        input: u32,
+        fil: u32,
+        pad: u32,
+        stride: u32,
+        dilation: u32,
+    },
+    #[error("output {axis} {output} is too large")]
+    OutputTooLarge { axis: char, output: i128 },
+    #[error("config parameter `{name}` is missing")]
+    MissingParam { name: &'static str },
+    #[error("config parameter {name}={value} is not a non-negative integer")]
+    NotAnInteger { name: &'static str, value: String },
+    #[error("cmd={cmd} is not a convolution command")]
+    NotConvCommand { cmd: String },
+    #[error("direction={value} is not F, B or W")]
+    BadDirection { value: String },
+    #[error("spatial_dim={value} is not 2 or 3")]
+    BadSpatialDim { value: u32 },
+    #[error("mode={value} is not conv or trans")]
+    BadMode { value: String },
+    #[error("pad_mode={value} is not default, same or valid")]
+    BadPadMode { value: String },
+}
+
+/// The layouts MIOpenDriver accepts for a dimension (`ValidateLayoutInputParameters`): 2-D
+/// NCHW, NHWC, CHWN; 3-D NCDHW, NDHWC.
+pub(crate) fn layouts(spatial_dim: u8) -> &'static [&'static str] {
+    if spatial_dim == 3 {
+        &["NCDHW", "NDHWC"]
+    } else {
+        &["NCHW", "NHWC", "CHWN"]
+    }
+}

@@ -185,7 +185,32 @@ pub enum CommandOutcome {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CommandReply {
     pub id: String,
-    pub result: Result<CommandOutcome, String>,
+    pub result: Result<CommandOutcome, CommandRefused>,
+}
+
+/// Why the Scheduler refused a command or could not apply it (a spec that does not parse, a
+/// shipped file not stored whole), in the Scheduler's words: the cause lived in its process, so
+/// the client and the store get its text. Serialized as that bare string, so the wire and the
+/// stored reply are what they were when the text was a `String`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(transparent)]
+#[error("{reason}")]
+pub struct CommandRefused {
+    pub reason: String,
+}
+
+impl From<String> for CommandRefused {
+    fn from(reason: String) -> Self {
+        CommandRefused { reason }
+    }
+}
+
+impl From<&str> for CommandRefused {
+    fn from(reason: &str) -> Self {
+        CommandRefused {
+            reason: reason.to_string(),
+        }
+    }
 }
 
 impl CommandRequest {

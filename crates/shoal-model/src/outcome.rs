@@ -66,12 +66,16 @@ impl fmt::Display for FailureKind {
 }
 
 impl FromStr for FailureKind {
-    type Err = String;
+    type Err = crate::UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         FailureKind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown failure kind `{s}`"))
+            .ok_or_else(|| crate::UnknownName {
+                what: "failure kind",
+                name: s.to_string(),
+                known: FailureKind::ALL.map(FailureKind::as_str).join(", "),
+            })
     }
 }
 

@@ -12,16 +12,23 @@ use crate::steps::Step;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Namespace(String);
 
+/// A namespace name that is empty or has a character outside `[a-z0-9_-]`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("namespace `{name}` must be non-empty and use only a-z, 0-9, `_` and `-`")]
+pub struct InvalidNamespace {
+    pub name: String,
+}
+
 impl Namespace {
-    pub fn new(name: &str) -> Result<Self, String> {
+    pub fn new(name: &str) -> Result<Self, InvalidNamespace> {
         if name.is_empty()
             || !name
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
         {
-            return Err(format!(
-                "namespace `{name}` must be non-empty and use only a-z, 0-9, `_` and `-`"
-            ));
+            return Err(InvalidNamespace {
+                name: name.to_string(),
+            });
         }
         Ok(Namespace(name.to_string()))
     }

@@ -67,25 +67,54 @@ pub fn part_len(size: u64, part: u32) -> Option<usize> {
     Some((size - start).min(PART_BYTES as u64) as usize)
 }
 
+/// Why a tree of files, or one of its paths, may not be written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidTree {
+    #[error("a path is 1 to {max} bytes", max = MAX_PATH_BYTES)]
+    PathLength { path: String },
+    #[error("path {path:?} has a control character or a backslash")]
+    PathCharacter { path: String },
+    #[error(
+        "path {path:?} is not relative and normal (no leading `/`, no empty, `.` or `..` part)"
+    )]
+    PathNotNormal { path: String },
+    #[error("{count} files; a tree holds at most {max}", max = MAX_TREE_FILES)]
+    TooManyFiles { count: usize },
+    #[error("{path}: {sha256:?} is not a sha256 address")]
+    NotAnAddress { path: String, sha256: String },
+    #[error("{path} has {size} bytes; a shipped file has at most {max}", max = MAX_FILE_BYTES)]
+    FileTooLarge { path: String, size: u64 },
+    /// `file` is listed, and so is `under`, a path below it.
+    #[error("{file} is both a file and {under}")]
+    FileAndDirectory { file: String, under: String },
+    #[error("the files have {total} bytes in all; a tree holds at most {max}", max = MAX_TREE_BYTES)]
+    TooLarge { total: u64 },
+    #[error("a tree is UTF-8 text")]
+    NotUtf8,
+    /// A line of a tree's encoding that is not `<sha256> <size> <x|-> <path>` (1-based).
+    #[error("tree line {line}: expected `<sha256> <size> <x|-> <path>`")]
+    BadLine { line: usize },
+    /// Lines out of path order, or a byte [`Tree::encode`] would not write.
+    #[error("a tree lists its files in path order, one line each")]
+    NotCanonical,
+}
+
 /// Why `path` may not name a file in a tree, if it may not: it must be relative, `/`-separated,
 /// with no empty, `.` or `..` component, no control character or backslash, and at most
 /// [`MAX_PATH_BYTES`]. So writing a tree can never leave its directory.
-pub fn path_problem(path: &str) -> Option<String> {
+pub fn path_problem(path: &str) -> Option<InvalidTree> {
+    let path_of = || path.to_string();
     if path.is_empty() || path.len() > MAX_PATH_BYTES {
-        return Some(format!("a path is 1 to {MAX_PATH_BYTES} bytes"));
+        return Some(InvalidTree::PathLength { path: path_of() });
     }
     if path.chars().any(|c| c.is_control() || c == '\\') {
-        return Some(format!(
-            "path {path:?} has a control character or a backslash"
-        ));
+        return Some(InvalidTree::PathCharacter { path: path_of() });
     }
     if path
         .split('/')
         .any(|part| part.is_empty() || part == "." || part == "..")
     {
-        return Some(format!(
-            "path {path:?} is not relative and normal (no leading `/`, no empty, `.` or `..` part)"
-        ));
+        return Some(InvalidTree::PathNotNormal { path: path_of() });
     }
     None
 }
@@ -110,7 +139,7 @@ pub struct Tree {
 
 impl Tree {
     /// A tree of `files`, checked ([`Tree::problem`]).
-    pub fn new(mut files: Vec<TreeFile>) -> Result<Tree, String> {
+    pub fn new(mut files: Vec<TreeFile>) -> Result<Tree, InvalidTree> {
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let tree = Tree { files };
         match tree.problem() {
@@ -125,12 +154,11 @@ impl Tree {
 
     /// Why this tree may not be written, if it may not: a bad path or address, a path twice or
     /// a path under another file's path, or a limit passed.
-    fn problem(&self) -> Option<String> {
+    fn problem(&self) -> Option<InvalidTree> {
         if self.files.len() > MAX_TREE_FILES {
-            return Some(format!(
-                "{} files; a tree holds at most {MAX_TREE_FILES}",
-                self.files.len()
-            ));
+            return Some(InvalidTree::TooManyFiles {
+                count: self.files.len(),
+            });
         }
         let mut total = 0u64;
         for (i, f) in self.files.iter().enumerate() {
@@ -138,28 +166,29 @@ impl Tree {
                 return Some(p);
             }
             if !is_address(&f.sha256) {
-                return Some(format!(
-                    "{}: {:?} is not a sha256 address",
-                    f.path, f.sha256
-                ));
+                return Some(InvalidTree::NotAnAddress {
+                    path: f.path.clone(),
+                    sha256: f.sha256.clone(),
+                });
             }
             if f.size > MAX_FILE_BYTES {
-                return Some(format!(
-                    "{} has {} bytes; a shipped file has at most {MAX_FILE_BYTES}",
-                    f.path, f.size
-                ));
+                return Some(InvalidTree::FileTooLarge {
+                    path: f.path.clone(),
+                    size: f.size,
+                });
             }
             total += f.size;
             if let Some(next) = self.files.get(i + 1) {
                 if next.path == f.path || next.path.starts_with(&format!("{}/", f.path)) {
-                    return Some(format!("{} is both a file and {}", f.path, next.path));
+                    return Some(InvalidTree::FileAndDirectory {
+                        file: f.path.clone(),
+                        under: next.path.clone(),
+                    });
                 }
             }
         }
         if total > MAX_TREE_BYTES {
-            return Some(format!(
-                "the files have {total} bytes in all; a tree holds at most {MAX_TREE_BYTES}"
-            ));
+            return Some(InvalidTree::TooLarge { total });
         }
         None
     }
@@ -178,16 +207,11 @@ impl Tree {
 
     /// A tree from its shipped bytes, checked like [`Tree::new`]; it must be in the form
     /// [`Tree::encode`] writes.
-    pub fn decode(bytes: &[u8]) -> Result<Tree, String> {
-        let text = std::str::from_utf8(bytes).map_err(|_| "a tree is UTF-8 text".to_string())?;
+    pub fn decode(bytes: &[u8]) -> Result<Tree, InvalidTree> {
+        let text = std::str::from_utf8(bytes).map_err(|_| InvalidTree::NotUtf8)?;
         let mut files = Vec::new();
         for (n, line) in text.lines().enumerate() {
-            let bad = || {
-                format!(
-                    "tree line {}: expected `<sha256> <size> <x|-> <path>`",
-                    n + 1
-                )
-            };
+            let bad = || InvalidTree::BadLine { line: n + 1 };
             let mut fields = line.splitn(4, ' ');
             let (Some(sha256), Some(size), Some(mode), Some(path)) =
                 (fields.next(), fields.next(), fields.next(), fields.next())
@@ -209,7 +233,7 @@ impl Tree {
         }
         let tree = Tree::new(files)?;
         if tree.encode() != bytes {
-            return Err("a tree lists its files in path order, one line each".into());
+            return Err(InvalidTree::NotCanonical);
         }
         Ok(tree)
     }
@@ -335,18 +359,24 @@ mod tests {
     #[test]
     fn a_bad_tree_is_refused_with_the_reason() {
         let e = Tree::new(vec![file("a", 1), file("a", 2)]).unwrap_err();
-        assert!(e.contains("both a file"), "{e}");
+        assert!(e.to_string().contains("both a file"), "{e}");
         let e = Tree::new(vec![file("a", 1), file("a/b", 2)]).unwrap_err();
-        assert!(e.contains("both a file"), "{e}");
+        assert_eq!(
+            e,
+            InvalidTree::FileAndDirectory {
+                file: "a".into(),
+                under: "a/b".into()
+            }
+        );
         let e = Tree::new(vec![file("../a", 1)]).unwrap_err();
-        assert!(e.contains("relative"), "{e}");
+        assert!(e.to_string().contains("relative"), "{e}");
         let e = Tree::new(vec![file("a", MAX_FILE_BYTES + 1)]).unwrap_err();
-        assert!(e.contains("at most"), "{e}");
+        assert!(e.to_string().contains("at most"), "{e}");
         let many: Vec<_> = (0..5)
             .map(|i| file(&format!("f{i}"), MAX_FILE_BYTES))
             .collect();
         let e = Tree::new(many).unwrap_err();
-        assert!(e.contains("in all"), "{e}");
+        assert!(e.to_string().contains("in all"), "{e}");
         let mut bad = file("a", 1);
         bad.sha256 = "ABC".into();
         assert!(Tree::new(vec![bad]).is_err());
@@ -355,7 +385,10 @@ mod tests {
         }
         // Out of order: decodable, but not the canonical bytes of its address.
         let unordered = format!("{} 1 - b\n{} 1 - a\n", sha256_hex(b"b"), sha256_hex(b"a"));
-        assert!(Tree::decode(unordered.as_bytes()).is_err());
+        assert_eq!(
+            Tree::decode(unordered.as_bytes()),
+            Err(InvalidTree::NotCanonical)
+        );
     }
 
     #[test]

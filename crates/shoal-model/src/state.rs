@@ -144,12 +144,16 @@ impl fmt::Display for JobState {
 }
 
 impl FromStr for JobState {
-    type Err = String;
+    type Err = crate::UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         JobState::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
-            .ok_or_else(|| format!("unknown job state `{s}`"))
+            .ok_or_else(|| crate::UnknownName {
+                what: "job state",
+                name: s.to_string(),
+                known: JobState::ALL.map(JobState::as_str).join(", "),
+            })
     }
 }
 

@@ -8,7 +8,7 @@
 //! store turns these plain values into its own parameter and row types, and names the column
 //! when a value read back does not decode.
 
-use shoal_model::{FailureKind, JobState, Measurement, Outcome, Transition};
+use shoal_model::{FailureKind, JobState, Measurement, Outcome, Transition, UnknownName};
 
 use crate::{BuildRecord, Result, StoreError};
 
@@ -183,7 +183,9 @@ pub(crate) fn decode_outcome(
         return Ok(None);
     };
     if status != STATUS_OK {
-        let kind: FailureKind = status.parse().map_err(|e: String| (0, e))?;
+        let kind: FailureKind = status
+            .parse()
+            .map_err(|e: UnknownName| (0, e.to_string()))?;
         return Ok(Some(Outcome::Failed {
             kind,
             detail: stored.detail.unwrap_or_default(),
@@ -216,7 +218,7 @@ pub(crate) fn decode_state_counts(
     pairs
         .into_iter()
         .map(|(state, n)| {
-            let state = state.parse().map_err(StoreError::Invalid)?;
+            let state = state.parse()?;
             Ok((state, n.max(0) as u64))
         })
         .collect()
@@ -241,7 +243,7 @@ pub(crate) fn decode_build(
     match (artifact, kind) {
         (Some(a), _) => Ok(Ok(a)),
         (None, Some(k)) => {
-            let k: FailureKind = k.parse().map_err(StoreError::Invalid)?;
+            let k: FailureKind = k.parse()?;
             Ok(Err((k, detail.unwrap_or_default())))
         }
         (None, None) => Err(StoreError::Invalid(format!(

@@ -253,6 +253,9 @@ pub enum StoreError {
     },
     #[error("store: {0}")]
     Invalid(String),
+    /// A stored job state or failure kind this build does not know.
+    #[error("store: {0}")]
+    UnknownName(#[from] shoal_model::UnknownName),
     #[error(
         "store: schema version {found} is newer than this build knows ({known}); upgrade shoal"
     )]

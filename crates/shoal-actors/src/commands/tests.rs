@@ -178,7 +178,7 @@ async fn a_spec_that_does_not_parse_is_answered_with_why() {
     w.send(&w.load_spec("bad", "name = \"x\"\nshapez = 3\n"))
         .await;
     let replies = w.serve_for(1).await;
-    let err = replies[0].result.clone().unwrap_err();
+    let err = replies[0].result.clone().unwrap_err().reason;
     assert!(err.contains("shapez"), "{err}");
     assert!(w.store.sessions().await.unwrap().is_empty());
 }
@@ -324,7 +324,7 @@ async fn the_miopen_loading_steps_are_applied_as_commands() {
             }),
         ]
     );
-    let refused = replies[6].clone().unwrap_err();
+    let refused = replies[6].clone().unwrap_err().reason;
     assert!(refused.contains("no-such-tag"), "{refused}");
     let counts = w.store.state_counts(session).await.unwrap();
     assert_eq!(counts.values().sum::<u64>(), 2 * tunable, "{counts:?}");
@@ -436,7 +436,7 @@ async fn a_spec_shipped_with_its_files_is_loaded_from_them_and_read_back_anywher
             sha256: asked.iter().map(|(s, _)| s.clone()).collect()
         })
     );
-    let err = replies[1].result.clone().unwrap_err();
+    let err = replies[1].result.clone().unwrap_err().reason;
     assert!(err.contains("not stored whole"), "{err}");
     for (i, bytes) in [spec_text.as_bytes(), &source, &listing].iter().enumerate() {
         w.send(&request(

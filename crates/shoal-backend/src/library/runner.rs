@@ -52,6 +52,37 @@ struct Library {
     release: ReleaseFn,
 }
 
+/// Why a candidate's shared object was not made the loaded library.
+#[derive(Debug, thiserror::Error)]
+enum LoadError {
+    #[error("path `{path}` contains NUL")]
+    Nul { path: String },
+    /// `dlopen` failed; `reason` is `dlerror`'s.
+    #[error("cannot load {path}: {reason}")]
+    Open { path: String, reason: String },
+    #[error(
+        "{path} does not export `{symbol}` (see include/shoal_kernel.h; C++ needs extern \"C\")"
+    )]
+    NoSymbol { path: String, symbol: &'static str },
+    #[error(
+        "{path} speaks Shoal kernel ABI {version}; this runner speaks {abi}",
+        abi = ABI_VERSION
+    )]
+    Abi { path: String, version: c_int },
+}
+
+/// Why a problem has no prepared state.
+#[derive(Debug, thiserror::Error)]
+enum PrepareError {
+    #[error("problem contains NUL")]
+    Nul,
+    #[error("shoal_prepare returned NULL without a message")]
+    Null,
+    /// The library's own message from `shoal_prepare`.
+    #[error("{0}")]
+    Library(String),
+}
+
 fn dl_error() -> String {
     // SAFETY: dlerror returns a thread-local C string or null.
     unsafe {
@@ -65,33 +96,38 @@ fn dl_error() -> String {
 }
 
 impl Library {
-    fn open(path: &str) -> Result<Library, String> {
-        let c_path = CString::new(path).map_err(|_| format!("path `{path}` contains NUL"))?;
+    fn open(path: &str) -> Result<Library, LoadError> {
+        let path_of = || path.to_string();
+        let c_path = CString::new(path).map_err(|_| LoadError::Nul { path: path_of() })?;
         // SAFETY: dlopen runs the library's constructors: that is tuned code, which is why it
         // runs in this process and not in the Evaluator.
         let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if handle.is_null() {
-            return Err(format!("cannot load {path}: {}", dl_error()));
+            return Err(LoadError::Open {
+                path: path_of(),
+                reason: dl_error(),
+            });
         }
-        let close = |msg: String| {
+        let close = |e: LoadError| {
             // SAFETY: the handle came from dlopen and nothing from it is in use.
             unsafe { libc::dlclose(handle) };
-            Err(msg)
+            Err(e)
         };
-        let sym = |name: &str| -> Result<*mut c_void, String> {
-            let c_name = CString::new(name).expect("no NUL in symbol names");
+        let sym = |symbol: &'static str| -> Result<*mut c_void, LoadError> {
+            let c_name = CString::new(symbol).expect("no NUL in symbol names");
             // SAFETY: dlsym on a live handle.
             let p = unsafe { libc::dlsym(handle, c_name.as_ptr()) };
             if p.is_null() {
-                Err(format!(
-                    "{path} does not export `{name}` (see include/shoal_kernel.h; C++ needs extern \"C\")"
-                ))
+                Err(LoadError::NoSymbol {
+                    path: path_of(),
+                    symbol,
+                })
             } else {
                 Ok(p)
             }
         };
         let syms = (|| {
-            Ok::<_, String>((
+            Ok::<_, LoadError>((
                 sym("shoal_abi_version")?,
                 sym("shoal_prepare")?,
                 sym("shoal_run")?,
@@ -114,9 +150,10 @@ impl Library {
         // SAFETY: calling the library's own function.
         let version = unsafe { abi() };
         if version != ABI_VERSION {
-            return close(format!(
-                "{path} speaks Shoal kernel ABI {version}; this runner speaks {ABI_VERSION}"
-            ));
+            return close(LoadError::Abi {
+                path: path_of(),
+                version,
+            });
         }
         Ok(Library {
             path: path.to_string(),
@@ -152,7 +189,7 @@ struct Runner {
 impl Runner {
     /// Makes `path` the loaded library; the previous one is closed only after the new one is
     /// open, so the device runtime they share stays loaded.
-    fn load(&mut self, path: &str) -> Result<f64, String> {
+    fn load(&mut self, path: &str) -> Result<f64, LoadError> {
         if self.library.as_ref().is_some_and(|l| l.path == path) {
             return Ok(0.0);
         }
@@ -164,7 +201,7 @@ impl Runner {
     }
 
     /// The prepared state of `problem`, preparing it (and releasing the oldest) when needed.
-    fn prepared(&mut self, problem: &str) -> Result<(*mut c_void, f64), String> {
+    fn prepared(&mut self, problem: &str) -> Result<(*mut c_void, f64), PrepareError> {
         let lib = self.library.as_ref().expect("a library is loaded");
         if let Some(i) = self.prepared.iter().position(|(p, _)| p == problem) {
             let entry = self.prepared.remove(i);
@@ -177,7 +214,7 @@ impl Runner {
             // SAFETY: a state from shoal_prepare of a library built from the same sources.
             unsafe { (lib.release)(oldest) };
         }
-        let c_problem = CString::new(problem).map_err(|_| "problem contains NUL".to_string())?;
+        let c_problem = CString::new(problem).map_err(|_| PrepareError::Nul)?;
         let mut err = vec![0u8; ERR_LEN];
         let start = Instant::now();
         // SAFETY: the ABI's prepare with a NUL-terminated problem and an err buffer of ERR_LEN.
@@ -186,9 +223,9 @@ impl Runner {
         if state.is_null() {
             let msg = err_text(&err);
             return Err(if msg.is_empty() {
-                "shoal_prepare returned NULL without a message".into()
+                PrepareError::Null
             } else {
-                msg
+                PrepareError::Library(msg)
             });
         }
         self.prepared.push((problem.to_string(), state));
@@ -198,7 +235,7 @@ impl Runner {
     fn handle(&mut self, req: &Request) -> Reply {
         let load_us = match self.load(&req.library) {
             Ok(us) => us,
-            Err(e) => return Reply::failed(Status::LoadFailed, e),
+            Err(e) => return Reply::failed(Status::LoadFailed, e.to_string()),
         };
         let (state, prepare_us) = match self.prepared(&req.problem) {
             Ok(s) => s,

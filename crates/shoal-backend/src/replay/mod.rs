@@ -33,22 +33,30 @@ pub enum ReplayTime {
     Scaled(f64),
 }
 
+/// A `--replay-time` that is neither `instant` nor `scaled:F` with F from 0 to 1000.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayTimeError {
+    #[error("`{text}`: expected `instant` or `scaled:F` (e.g. scaled:0.1)")]
+    Unknown { text: String },
+    #[error("`{text}`: the factor must be a number from 0 to 1000 (e.g. scaled:0.1)")]
+    BadFactor { text: String },
+}
+
 impl FromStr for ReplayTime {
-    type Err = String;
+    type Err = ReplayTimeError;
 
     /// `instant` or `scaled:F`, with F a finite factor from 0 to 1000.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ReplayTimeError> {
         if s == "instant" {
             return Ok(ReplayTime::Instant);
         }
+        let text = || s.to_string();
         let factor = s
             .strip_prefix("scaled:")
-            .ok_or_else(|| format!("`{s}`: expected `instant` or `scaled:F` (e.g. scaled:0.1)"))?;
+            .ok_or_else(|| ReplayTimeError::Unknown { text: text() })?;
         match factor.parse::<f64>() {
             Ok(f) if f.is_finite() && (0.0..=1000.0).contains(&f) => Ok(ReplayTime::Scaled(f)),
-            _ => Err(format!(
-                "`{s}`: the factor must be a number from 0 to 1000 (e.g. scaled:0.1)"
-            )),
+            _ => Err(ReplayTimeError::BadFactor { text: text() }),
         }
     }
 }
@@ -63,6 +71,19 @@ impl ReplayTime {
             }
         }
     }
+}
+
+/// Why a recorded space cannot be served.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplaySpaceError {
+    #[error("the recorded space has no configuration")]
+    Empty,
+    #[error("the recorded space has no correct configuration with a time")]
+    NothingTimed,
+    /// `results[index]` is a configuration (its [`Params::key`]) recorded before: which of its
+    /// two times would be the answer?
+    #[error("results[{index}]: the configuration {key} is recorded twice")]
+    RecordedTwice { index: usize, key: String },
 }
 
 /// A recorded space as the replay backend serves it.
@@ -82,13 +103,13 @@ pub struct ReplaySpace {
 impl ReplaySpace {
     /// Indexes a recorded space. A configuration recorded twice is an error (which of its two
     /// times would be the answer?), and so is a space with no correct configuration.
-    pub fn new(recorded: t4::Recorded) -> Result<ReplaySpace, String> {
+    pub fn new(recorded: t4::Recorded) -> Result<ReplaySpace, ReplaySpaceError> {
         let t4::Recorded { names, entries } = recorded;
         if names.is_empty() || entries.is_empty() {
-            return Err("the recorded space has no configuration".into());
+            return Err(ReplaySpaceError::Empty);
         }
         if !entries.iter().any(|e| e.time_ms.is_some()) {
-            return Err("the recorded space has no correct configuration with a time".into());
+            return Err(ReplaySpaceError::NothingTimed);
         }
         let mut values: Vec<Vec<String>> = vec![Vec::new(); names.len()];
         let mut index = HashMap::with_capacity(entries.len());
@@ -100,9 +121,7 @@ impl ReplaySpace {
             }
             let key = params_of(&names, &e.values).key();
             if index.insert(key.clone(), i).is_some() {
-                return Err(format!(
-                    "results[{i}]: the configuration {key} is recorded twice"
-                ));
+                return Err(ReplaySpaceError::RecordedTwice { index: i, key });
             }
         }
         for vs in &mut values {
@@ -284,6 +303,10 @@ mod tests {
             {"configuration": {"a": 1}, "invalidity": "correct", "times": {"runtimes": [2]}}
         ]}"#;
         let e = ReplaySpace::new(t4::parse(doc).unwrap()).unwrap_err();
-        assert!(e.contains("recorded twice"), "{e}");
+        assert!(
+            matches!(e, ReplaySpaceError::RecordedTwice { index: 1, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("recorded twice"), "{e}");
     }
 }

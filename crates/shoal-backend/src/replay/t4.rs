@@ -10,7 +10,7 @@
 //! bounded as well as the file's.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -41,6 +41,45 @@ pub struct Recorded {
     pub entries: Vec<Entry>,
 }
 
+/// Why bytes are no recorded space in the T4 format.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("not a gzip file: {0}")]
+    NotGzip(#[source] std::io::Error),
+    #[error("decompresses to more than {} MiB", MAX_DECOMPRESSED_BYTES >> 20)]
+    TooLarge,
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("no `results` array (T4 format)")]
+    NoResults,
+    /// `results[index]` has no `configuration` object.
+    #[error("results[{index}]: no `configuration` object")]
+    NoConfiguration { index: usize },
+    /// `results[index]` names other parameters than the first result's `names`.
+    #[error(
+        "results[{index}]: its configuration names other parameters than the first's ({})",
+        .names.join(", ")
+    )]
+    OtherParameters { index: usize, names: Vec<String> },
+}
+
+/// Why the recorded space at `path` was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", .path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: ParseError,
+    },
+}
+
 /// A value as text: strings as they are, numbers as JSON writes them.
 fn text(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_string)
@@ -48,33 +87,34 @@ fn text(v: &Value) -> String {
 
 /// Reads the file at `path`, gzip-compressed (by its first bytes) or not. The error names the
 /// file.
-pub fn read(path: &Path) -> Result<Recorded, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+pub fn read(path: &Path) -> Result<Recorded, ReadError> {
+    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&bytes).map_err(|source| ReadError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Parses a T4 document from its bytes, gzip-compressed or not.
-pub fn parse(bytes: &[u8]) -> Result<Recorded, String> {
+pub fn parse(bytes: &[u8]) -> Result<Recorded, ParseError> {
     let json: Value = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut text = Vec::new();
         flate2::read::GzDecoder::new(bytes)
             .take(MAX_DECOMPRESSED_BYTES + 1)
             .read_to_end(&mut text)
-            .map_err(|e| format!("not a gzip file: {e}"))?;
+            .map_err(ParseError::NotGzip)?;
         if text.len() as u64 > MAX_DECOMPRESSED_BYTES {
-            return Err(format!(
-                "decompresses to more than {} MiB",
-                MAX_DECOMPRESSED_BYTES >> 20
-            ));
+            return Err(ParseError::TooLarge);
         }
         serde_json::from_slice(&text)
     } else {
         serde_json::from_slice(bytes)
     }
-    .map_err(|e| format!("not JSON: {e}"))?;
-    let results = json["results"]
-        .as_array()
-        .ok_or("no `results` array (T4 format)")?;
+    .map_err(ParseError::NotJson)?;
+    let results = json["results"].as_array().ok_or(ParseError::NoResults)?;
     let names: Vec<String> = results
         .first()
         .and_then(|r| r["configuration"].as_object())
@@ -84,14 +124,14 @@ pub fn parse(bytes: &[u8]) -> Result<Recorded, String> {
     for (i, r) in results.iter().enumerate() {
         let configuration = r["configuration"]
             .as_object()
-            .ok_or_else(|| format!("results[{i}]: no `configuration` object"))?;
+            .ok_or(ParseError::NoConfiguration { index: i })?;
         if configuration.len() != names.len()
             || names.iter().any(|n| !configuration.contains_key(n))
         {
-            return Err(format!(
-                "results[{i}]: its configuration names other parameters than the first's ({})",
-                names.join(", ")
-            ));
+            return Err(ParseError::OtherParameters {
+                index: i,
+                names: names.clone(),
+            });
         }
         let invalidity = r["invalidity"].as_str().unwrap_or("unknown").to_string();
         let valid = invalidity == "correct";
@@ -152,9 +192,10 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_a_recorded_space() {
-        assert!(parse(b"{").unwrap_err().contains("not JSON"));
-        assert!(parse(b"{}").unwrap_err().contains("no `results`"));
+        assert!(parse(b"{").unwrap_err().to_string().contains("not JSON"));
+        assert!(matches!(parse(b"{}"), Err(ParseError::NoResults)));
         let mixed = br#"{"results": [{"configuration": {"a": 1}}, {"configuration": {"b": 1}}]}"#;
-        assert!(parse(mixed).unwrap_err().contains("results[1]"));
+        let e = parse(mixed).unwrap_err();
+        assert!(e.to_string().starts_with("results[1]: "), "{e}");
     }
 }

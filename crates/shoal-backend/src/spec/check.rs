@@ -22,38 +22,94 @@ pub fn shown(value: &str) -> String {
     }
 }
 
+/// Why parameters from a message are no candidate of the spec. `kind` is which parameters:
+/// `compile`, `run` or `shape`. Values are shown quoted and cut short ([`shown`]), since they
+/// came from a message.
+#[derive(Debug, thiserror::Error)]
+pub enum CandidateError {
+    /// A name the spec does not have; `known` are the spec's.
+    #[error(
+        "{kind} parameter {} is not one of the spec's ({})",
+        shown(.name),
+        .known.join(", ")
+    )]
+    UnknownName {
+        kind: &'static str,
+        name: String,
+        known: Vec<String>,
+    },
+    #[error("{kind} parameter `{name}` is given twice")]
+    Twice { kind: &'static str, name: String },
+    #[error("{kind} parameter `{name}` is missing")]
+    Missing { kind: &'static str, name: String },
+    #[error("{kind} parameter {name}={} is not one of the spec's values for it", shown(.value))]
+    NotInSpace {
+        kind: &'static str,
+        name: String,
+        value: String,
+    },
+    /// `shape` is the shape's [`Params::key`].
+    #[error("shape {} is not one of the spec's shapes", shown(.shape))]
+    UnknownShape { shape: String },
+    /// The rules keep no such combination; each is a [`Params::key`], `run` absent for a build.
+    #[error(
+        "the spec's rules exclude compile parameters {}{} on shape {}",
+        shown(.compile),
+        with_run(.run),
+        shown(.shape)
+    )]
+    Excluded {
+        compile: String,
+        run: Option<String>,
+        shape: String,
+    },
+}
+
+/// ` with run parameters "…"`, or nothing for a build.
+fn with_run(run: &Option<String>) -> String {
+    run.as_ref()
+        .map(|r| format!(" with run parameters {}", shown(r)))
+        .unwrap_or_default()
+}
+
 /// Checks that `given` holds each of `names` exactly once and nothing else.
-fn same_names(kind: &str, names: &[&str], given: &Params) -> Result<(), String> {
+fn same_names(kind: &'static str, names: &[&str], given: &Params) -> Result<(), CandidateError> {
     for (i, (name, _)) in given.0.iter().enumerate() {
         if !names.contains(&name.as_str()) {
-            return Err(format!(
-                "{kind} parameter {} is not one of the spec's ({})",
-                shown(name),
-                names.join(", ")
-            ));
+            return Err(CandidateError::UnknownName {
+                kind,
+                name: name.clone(),
+                known: names.iter().map(|n| n.to_string()).collect(),
+            });
         }
         if given.0[..i].iter().any(|(n, _)| n == name) {
-            return Err(format!("{kind} parameter `{name}` is given twice"));
+            return Err(CandidateError::Twice {
+                kind,
+                name: name.clone(),
+            });
         }
     }
     if let Some(missing) = names.iter().find(|n| given.get(n).is_none()) {
-        return Err(format!("{kind} parameter `{missing}` is missing"));
+        return Err(CandidateError::Missing {
+            kind,
+            name: missing.to_string(),
+        });
     }
     Ok(())
 }
 
 /// Checks that `given` sets each parameter of `defs` to one of its values.
-fn in_space(kind: &str, defs: &[ParamDef], given: &Params) -> Result<(), String> {
+fn in_space(kind: &'static str, defs: &[ParamDef], given: &Params) -> Result<(), CandidateError> {
     let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
     same_names(kind, &names, given)?;
     for def in defs {
         let value = given.get(&def.name).expect("names checked above");
         if !def.values.iter().any(|v| v == value) {
-            return Err(format!(
-                "{kind} parameter {}={} is not one of the spec's values for it",
-                def.name,
-                shown(value)
-            ));
+            return Err(CandidateError::NotInSpace {
+                kind,
+                name: def.name.clone(),
+                value: value.to_string(),
+            });
         }
     }
     Ok(())
@@ -70,7 +126,7 @@ impl TuningSpec {
         shape: &Params,
         compile: &Params,
         run: Option<&Params>,
-    ) -> Result<(), String> {
+    ) -> Result<(), CandidateError> {
         in_space("compile", &self.compile_params, compile)?;
         if let Some(run) = run {
             in_space("run", &self.run_params, run)?;
@@ -82,23 +138,18 @@ impl TuningSpec {
             .iter()
             .any(|s| s.iter().all(|(n, v)| shape.get(n) == Some(v)));
         if !known {
-            return Err(format!(
-                "shape {} is not one of the spec's shapes",
-                shown(&shape.key())
-            ));
+            return Err(CandidateError::UnknownShape { shape: shape.key() });
         }
         let kept = match run {
             Some(run) => self.allows(shape, compile, run),
             None => self.has_run(shape, compile),
         };
         if !kept {
-            return Err(format!(
-                "the spec's rules exclude compile parameters {}{} on shape {}",
-                shown(&compile.key()),
-                run.map(|r| format!(" with run parameters {}", shown(&r.key())))
-                    .unwrap_or_default(),
-                shown(&shape.key())
-            ));
+            return Err(CandidateError::Excluded {
+                compile: compile.key(),
+                run: run.map(Params::key),
+                shape: shape.key(),
+            });
         }
         Ok(())
     }
@@ -165,7 +216,8 @@ K = 128
                 &p(&[("BM", "(system(\"id\")*0)"), ("BN", "16")]),
                 None,
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("BM=") && e.contains("system"), "{e}");
     }
 
@@ -175,7 +227,9 @@ K = 128
         let shape = p(&[("M", "128"), ("K", "64")]);
         let run = p(&[("SPLIT", "1")]);
         let check = |c: &[(&str, &str)], r: &Params, s: &Params| {
-            spec.check_candidate(s, &p(c), Some(r)).unwrap_err()
+            spec.check_candidate(s, &p(c), Some(r))
+                .unwrap_err()
+                .to_string()
         };
         let e = check(&[("BM", "48"), ("BN", "16")], &run, &shape);
         assert!(
@@ -209,7 +263,8 @@ K = 128
         let e = spec
             .check_candidate(&shape, &big, Some(&p(&[("SPLIT", "1")])))
             .unwrap_err();
-        assert!(e.contains("rules exclude"), "{e}");
+        assert!(matches!(e, CandidateError::Excluded { .. }), "{e:?}");
+        assert!(e.to_string().contains("rules exclude"), "{e}");
         assert!(spec.check_candidate(&shape, &big, None).is_err());
         // SPLIT = 2 needs K >= 128: excluded on the first shape, kept on the second.
         let ok = p(&[("BM", "16"), ("BN", "16")]);

@@ -11,13 +11,43 @@ use super::error::{Ctx, SpecError};
 use super::template::Template;
 use super::validate::Origin;
 
+/// A placeholder a command may not use.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PlaceholderError {
+    /// A run parameter or shape column (`origin` says which) in the build command.
+    #[error(
+        "`{{{var}}}` is {origin}; the build command may use compile parameters, {{out}}, \
+         {{spec_dir}}, {{repeat}} and {{warmup}}"
+    )]
+    NotForBuild { var: String, origin: &'static str },
+    #[error("`{{out}}` belongs to the build command; the run command has `{{artifact}}`")]
+    OutInRun,
+    #[error("`{{artifact}}` belongs to the run command; the build command writes to `{{out}}`")]
+    ArtifactInBuild,
+    #[error("unknown placeholder `{{{var}}}`")]
+    Unknown { var: String },
+}
+
+/// Why a command's program cannot be started: what `execvp` would fail with, said before it
+/// runs.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    #[error("program `{program}` is not an executable file")]
+    NotExecutable { program: String },
+    /// A program named by a path, which resolves to `path`, where nothing is.
+    #[error("program `{program}` not found ({} does not exist)", .path.display())]
+    Missing { program: String, path: PathBuf },
+    #[error("program `{program}` not found (looked on PATH)")]
+    NotOnPath { program: String },
+}
+
 /// Parses a command's argv elements into templates and checks every placeholder.
 pub(super) fn templates(
     ctx: Ctx,
     field: &str,
     value: &Spanned<toml::Value>,
     argv: &[String],
-    allowed: &dyn Fn(&str) -> Result<(), String>,
+    allowed: &dyn Fn(&str) -> Result<(), PlaceholderError>,
 ) -> Result<Vec<Template>, SpecError> {
     argv.iter()
         .map(|arg| {
@@ -33,7 +63,7 @@ pub(super) fn templates(
 pub(super) fn placeholder_rule(
     names: &HashMap<String, (Origin, Range<usize>)>,
     build: bool,
-) -> impl Fn(&str) -> Result<(), String> + '_ {
+) -> impl Fn(&str) -> Result<(), PlaceholderError> + '_ {
     move |var: &str| {
         let builtin_ok = match var {
             "spec_dir" | "repeat" | "warmup" => true,
@@ -47,23 +77,21 @@ pub(super) fn placeholder_rule(
         match names.get(var) {
             Some((Origin::Compile, _)) => Ok(()),
             Some((_, _)) if !build => Ok(()),
-            Some((origin, _)) => Err(format!(
-                "`{{{var}}}` is {}; the build command may use compile parameters, {{out}}, {{spec_dir}}, {{repeat}} and {{warmup}}",
-                origin.describe()
-            )),
-            None if var == "out" => {
-                Err("`{out}` belongs to the build command; the run command has `{artifact}`".into())
-            }
-            None if var == "artifact" => {
-                Err("`{artifact}` belongs to the run command; the build command writes to `{out}`".into())
-            }
-            None => Err(format!("unknown placeholder `{{{var}}}`")),
+            Some((origin, _)) => Err(PlaceholderError::NotForBuild {
+                var: var.to_string(),
+                origin: origin.describe(),
+            }),
+            None if var == "out" => Err(PlaceholderError::OutInRun),
+            None if var == "artifact" => Err(PlaceholderError::ArtifactInBuild),
+            None => Err(PlaceholderError::Unknown {
+                var: var.to_string(),
+            }),
         }
     }
 }
 
 /// Finds a program the way `execvp` would, from the directory commands run in.
-pub fn find_program(program: &str, cwd: &Path) -> Result<PathBuf, String> {
+pub fn find_program(program: &str, cwd: &Path) -> Result<PathBuf, ProgramError> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &Path| {
         std::fs::metadata(p)
@@ -75,13 +103,11 @@ pub fn find_program(program: &str, cwd: &Path) -> Result<PathBuf, String> {
         if runnable(&p) {
             return Ok(p);
         }
+        let program = program.to_string();
         return Err(if p.exists() {
-            format!("program `{program}` is not an executable file")
+            ProgramError::NotExecutable { program }
         } else {
-            format!(
-                "program `{program}` not found ({} does not exist)",
-                p.display()
-            )
+            ProgramError::Missing { program, path: p }
         });
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -96,7 +122,9 @@ pub fn find_program(program: &str, cwd: &Path) -> Result<PathBuf, String> {
             return Ok(p);
         }
     }
-    Err(format!("program `{program}` not found (looked on PATH)"))
+    Err(ProgramError::NotOnPath {
+        program: program.to_string(),
+    })
 }
 
 pub(super) fn check_program(

@@ -75,7 +75,8 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// The spec text and its path: builds errors from spans.
+/// The spec text and its path: builds errors from spans. A message is anything displayed: a
+/// text, or the typed error of a check.
 #[derive(Clone, Copy)]
 pub(crate) struct Ctx<'a> {
     pub path: &'a Path,
@@ -88,7 +89,7 @@ impl Ctx<'_> {
         &self,
         span: Range<usize>,
         field: impl Into<String>,
-        msg: impl Into<String>,
+        msg: impl fmt::Display,
     ) -> SpecError {
         let (line, _) = line_col(self.text, span.start);
         SpecError {
@@ -96,7 +97,7 @@ impl Ctx<'_> {
             line: Some(line),
             column: None,
             field: Some(field.into()),
-            message: msg.into(),
+            message: msg.to_string(),
         }
     }
 
@@ -105,7 +106,7 @@ impl Ctx<'_> {
         &self,
         offset: usize,
         field: impl Into<String>,
-        msg: impl Into<String>,
+        msg: impl fmt::Display,
     ) -> SpecError {
         let (line, col) = line_col(self.text, offset);
         SpecError {
@@ -113,15 +114,15 @@ impl Ctx<'_> {
             line: Some(line),
             column: Some(col),
             field: Some(field.into()),
-            message: msg.into(),
+            message: msg.to_string(),
         }
     }
 
     /// An error about a field with no position (a missing section, say).
-    pub fn field(&self, field: impl Into<String>, msg: impl Into<String>) -> SpecError {
+    pub fn field(&self, field: impl Into<String>, msg: impl fmt::Display) -> SpecError {
         SpecError {
             field: Some(field.into()),
-            ..SpecError::file(self.path, msg)
+            ..SpecError::file(self.path, msg.to_string())
         }
     }
 

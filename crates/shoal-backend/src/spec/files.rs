@@ -37,25 +37,42 @@ fn kind(meta: &Metadata) -> Option<&'static str> {
     }
 }
 
-fn check(meta: &Metadata, limit: u64) -> Result<(), String> {
+/// Why a file a spec names was not read. Displays without the path (`is a FIFO, not a regular
+/// file`): the caller names the file and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// `kind` says what the path is instead: `a directory`, `a FIFO` …
+    #[error("is {kind}, not a regular file")]
+    NotRegular { kind: &'static str },
+    #[error("is {size} bytes, over the limit of {limit} bytes ({} MiB)", .limit >> 20)]
+    TooLarge { size: u64, limit: u64 },
+    #[error("cannot be opened: {0}")]
+    Open(#[source] std::io::Error),
+    #[error("cannot be read: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("grew past the limit of {limit} bytes ({} MiB) while being read", .limit >> 20)]
+    Grew { limit: u64 },
+    #[error("is not UTF-8 text: {0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
+}
+
+fn check(meta: &Metadata, limit: u64) -> Result<(), ReadError> {
     if let Some(kind) = kind(meta) {
-        return Err(format!("is {kind}, not a regular file"));
+        return Err(ReadError::NotRegular { kind });
     }
     if meta.len() > limit {
-        return Err(format!(
-            "is {} bytes, over the limit of {limit} bytes ({} MiB)",
-            meta.len(),
-            limit >> 20
-        ));
+        return Err(ReadError::TooLarge {
+            size: meta.len(),
+            limit,
+        });
     }
     Ok(())
 }
 
-/// The content of the regular file at `path`, of at most `limit` bytes. The error is a
-/// message without the path; the caller names the file and the field.
-pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+/// The content of the regular file at `path`, of at most `limit` bytes.
+pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     // Checked before opening: opening a FIFO for reading blocks until something writes.
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let meta = std::fs::metadata(path).map_err(ReadError::Read)?;
     check(&meta, limit)?;
     // Non-blocking, and checked again on the open file: the path may have been swapped for a
     // FIFO or a device between the two looks. O_NONBLOCK changes nothing for a regular file.
@@ -63,28 +80,22 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| format!("cannot be opened: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot be read: {e}"))?;
+        .map_err(ReadError::Open)?;
+    let meta = file.metadata().map_err(ReadError::Read)?;
     check(&meta, limit)?;
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot be read: {e}"))?;
+        .map_err(ReadError::Read)?;
     if bytes.len() as u64 > limit {
-        return Err(format!(
-            "grew past the limit of {limit} bytes ({} MiB) while being read",
-            limit >> 20
-        ));
+        return Err(ReadError::Grew { limit });
     }
     Ok(bytes)
 }
 
 /// [`read_limited`] as UTF-8 text.
-pub fn read_limited_text(path: &Path, limit: u64) -> Result<String, String> {
-    String::from_utf8(read_limited(path, limit)?)
-        .map_err(|e| format!("is not UTF-8 text: {}", e.utf8_error()))
+pub fn read_limited_text(path: &Path, limit: u64) -> Result<String, ReadError> {
+    String::from_utf8(read_limited(path, limit)?).map_err(|e| ReadError::NotUtf8(e.utf8_error()))
 }
 
 impl super::TuningSpec {
@@ -139,25 +150,36 @@ mod tests {
         assert_eq!(read_limited(&p, 100).unwrap(), b"int x;");
         assert_eq!(read_limited_text(&p, 6).unwrap(), "int x;");
         let e = read_limited(&p, 5).unwrap_err();
-        assert!(e.contains("6 bytes, over the limit of 5 bytes"), "{e}");
+        assert!(
+            matches!(e, ReadError::TooLarge { size: 6, limit: 5 }),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("6 bytes, over the limit of 5 bytes"),
+            "{e}"
+        );
     }
 
     #[test]
     fn devices_directories_and_fifos_are_refused_before_reading() {
         let e = read_limited(Path::new("/dev/zero"), MAX_SOURCE_BYTES).unwrap_err();
-        assert!(e.contains("a character device, not a regular file"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("a character device, not a regular file"),
+            "{e}"
+        );
         let dir = tempfile::tempdir().unwrap();
         let e = read_limited(dir.path(), MAX_SOURCE_BYTES).unwrap_err();
-        assert!(e.contains("a directory"), "{e}");
+        assert!(e.to_string().contains("a directory"), "{e}");
         let fifo = dir.path().join("fifo");
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: mkfifo(3) on a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         // Would block forever if the FIFO were opened for reading.
         let e = read_limited(&fifo, MAX_SOURCE_BYTES).unwrap_err();
-        assert!(e.contains("a FIFO"), "{e}");
+        assert!(e.to_string().contains("a FIFO"), "{e}");
         let e = read_limited(&dir.path().join("missing"), 10).unwrap_err();
-        assert!(e.contains("cannot be read"), "{e}");
+        assert!(e.to_string().contains("cannot be read"), "{e}");
     }
 
     #[test]
@@ -166,7 +188,7 @@ mod tests {
         let p = dir.path().join("huge.c");
         let f = File::create(&p).unwrap();
         f.set_len(MAX_SOURCE_BYTES + 1).unwrap();
-        let e = read_limited(&p, MAX_SOURCE_BYTES).unwrap_err();
+        let e = read_limited(&p, MAX_SOURCE_BYTES).unwrap_err().to_string();
         assert!(
             e.contains(&format!("{} bytes", MAX_SOURCE_BYTES + 1)),
             "{e}"

@@ -153,8 +153,8 @@ use shoal_model::Params;
 
 use crate::expr::Expr;
 use crate::replay::{ReplaySpace, ReplayTime};
-pub use check::shown;
-pub use commands::find_program;
+pub use check::{shown, CandidateError};
+pub use commands::{find_program, ProgramError};
 pub use error::{line_col, SpecError};
 pub use files::{MAX_SHAPES_BYTES, MAX_SOURCE_BYTES, MAX_SPEC_BYTES};
 pub use listing::OutOfMemory;

@@ -207,10 +207,44 @@ impl ValueSet {
     }
 }
 
+/// Why a parameter's values, or one value, are refused. Displays without the place: the caller
+/// adds it.
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    /// `range` or `pow2` (`key`) is not two integers.
+    #[error("`{key}` must be two integers `[first, last]`")]
+    NotAPair { key: &'static str },
+    #[error(
+        "unknown key `{key}`; a parameter is a list, `{{ range = [first, last], step = s }}` or \
+         `{{ pow2 = [first, last] }}`"
+    )]
+    UnknownKey { key: String },
+    #[error("`step` must be a positive integer")]
+    BadStep,
+    #[error("empty range: {first} is above {last}")]
+    EmptyRange { first: i64, last: i64 },
+    #[error("{count} values; at most {max} are allowed", max = MAX_VALUES)]
+    TooMany { count: i128 },
+    #[error("`step` does not apply to `pow2`")]
+    StepWithPow2,
+    #[error("`pow2` bounds must be powers of two, found [{first}, {last}]")]
+    NotPowersOfTwo { first: i64, last: i64 },
+    #[error("give either `range` or `pow2`, not both")]
+    RangeAndPow2,
+    #[error("expected `range = [first, last]` or `pow2 = [first, last]`")]
+    NoRange,
+    /// A value of TOML type `found`.
+    #[error("values must be integers or strings, found {found}")]
+    NotScalar { found: &'static str },
+    #[error("empty value")]
+    Empty,
+    #[error("value `{value}` may not contain `,` or control characters")]
+    BadCharacter { value: String },
+}
+
 /// The values of one parameter: a list, a scalar, `{ range = [lo, hi], step = s }` or
-/// `{ pow2 = [lo, hi] }`, checked and counted but not expanded (see [`ValueSet`]). The error is
-/// a message; the caller adds the place.
-pub fn value_set(value: &Value) -> Result<ValueSet, String> {
+/// `{ pow2 = [lo, hi] }`, checked and counted but not expanded (see [`ValueSet`]).
+pub fn value_set(value: &Value) -> Result<ValueSet, ValueError> {
     match value {
         Value::Array(items) => items
             .iter()
@@ -218,18 +252,16 @@ pub fn value_set(value: &Value) -> Result<ValueSet, String> {
             .collect::<Result<_, _>>()
             .map(ValueSet::List),
         Value::Table(t) => {
-            let pair = |key: &str| -> Result<Option<(i64, i64)>, String> {
+            let pair = |key: &'static str| -> Result<Option<(i64, i64)>, ValueError> {
                 let Some(v) = t.get(key) else { return Ok(None) };
                 match v.as_array().map(|a| a.as_slice()) {
                     Some([Value::Integer(lo), Value::Integer(hi)]) => Ok(Some((*lo, *hi))),
-                    _ => Err(format!("`{key}` must be two integers `[first, last]`")),
+                    _ => Err(ValueError::NotAPair { key }),
                 }
             };
             for key in t.keys() {
                 if !matches!(key.as_str(), "range" | "step" | "pow2") {
-                    return Err(format!(
-                        "unknown key `{key}`; a parameter is a list, `{{ range = [first, last], step = s }}` or `{{ pow2 = [first, last] }}`"
-                    ));
+                    return Err(ValueError::UnknownKey { key: key.clone() });
                 }
             }
             match (pair("range")?, pair("pow2")?) {
@@ -237,14 +269,17 @@ pub fn value_set(value: &Value) -> Result<ValueSet, String> {
                     let step = match t.get("step") {
                         None => 1,
                         Some(Value::Integer(s)) if *s > 0 => *s,
-                        Some(_) => return Err("`step` must be a positive integer".into()),
+                        Some(_) => return Err(ValueError::BadStep),
                     };
                     if lo > hi {
-                        return Err(format!("empty range: {lo} is above {hi}"));
+                        return Err(ValueError::EmptyRange {
+                            first: lo,
+                            last: hi,
+                        });
                     }
                     let count = (hi as i128 - lo as i128) / step as i128 + 1;
                     if count > MAX_VALUES as i128 {
-                        return Err(format!("{count} values; at most {MAX_VALUES} are allowed"));
+                        return Err(ValueError::TooMany { count });
                     }
                     Ok(ValueSet::Range {
                         first: lo,
@@ -254,24 +289,26 @@ pub fn value_set(value: &Value) -> Result<ValueSet, String> {
                 }
                 (None, Some((lo, hi))) => {
                     if t.contains_key("step") {
-                        return Err("`step` does not apply to `pow2`".into());
+                        return Err(ValueError::StepWithPow2);
                     }
                     let pow2 = |v: i64| v > 0 && (v & (v - 1)) == 0;
                     if !pow2(lo) || !pow2(hi) {
-                        return Err(format!(
-                            "`pow2` bounds must be powers of two, found [{lo}, {hi}]"
-                        ));
+                        return Err(ValueError::NotPowersOfTwo {
+                            first: lo,
+                            last: hi,
+                        });
                     }
                     if lo > hi {
-                        return Err(format!("empty range: {lo} is above {hi}"));
+                        return Err(ValueError::EmptyRange {
+                            first: lo,
+                            last: hi,
+                        });
                     }
                     let count = u64::from(hi.trailing_zeros() - lo.trailing_zeros()) + 1;
                     Ok(ValueSet::Pow2 { first: lo, count })
                 }
-                (Some(_), Some(_)) => Err("give either `range` or `pow2`, not both".into()),
-                (None, None) => {
-                    Err("expected `range = [first, last]` or `pow2 = [first, last]`".into())
-                }
+                (Some(_), Some(_)) => Err(ValueError::RangeAndPow2),
+                (None, None) => Err(ValueError::NoRange),
             }
         }
         other => Ok(ValueSet::List(vec![scalar(other)?])),
@@ -279,26 +316,25 @@ pub fn value_set(value: &Value) -> Result<ValueSet, String> {
 }
 
 /// One value as text: integers and strings only.
-pub fn scalar(value: &Value) -> Result<String, String> {
+pub fn scalar(value: &Value) -> Result<String, ValueError> {
     match value {
         Value::Integer(i) => Ok(i.to_string()),
         Value::String(s) => Ok(s.clone()),
-        other => Err(format!(
-            "values must be integers or strings, found {}",
-            other.type_str()
-        )),
+        other => Err(ValueError::NotScalar {
+            found: other.type_str(),
+        }),
     }
 }
 
 /// Checks a value can live in a [`Params`](shoal_model::Params) key and an argv element.
-pub fn check_value(value: &str) -> Result<(), String> {
+pub fn check_value(value: &str) -> Result<(), ValueError> {
     if value.is_empty() {
-        return Err("empty value".into());
+        return Err(ValueError::Empty);
     }
     if value.contains(',') || value.chars().any(char::is_control) {
-        return Err(format!(
-            "value `{value}` may not contain `,` or control characters"
-        ));
+        return Err(ValueError::BadCharacter {
+            value: value.to_string(),
+        });
     }
     Ok(())
 }

@@ -13,7 +13,7 @@
 use super::flags::{long_name, short_name, Arg, Field};
 use super::LineError;
 use crate::keys::output_dims;
-use crate::problem::{ConvConfig, ConvMode, DataType, Direction, PadMode};
+use crate::problem::{layouts, ConfigError, ConvConfig, ConvMode, DataType, Direction, PadMode};
 use std::collections::HashMap;
 
 /// The values of one line, by field, with duplicates resolved.
@@ -118,8 +118,8 @@ pub(crate) fn build(data_type: DataType, v: &Values) -> Result<ConvConfig, LineE
             return Ok(default_layout.to_string());
         };
         let up = text.to_ascii_uppercase();
-        check_layout(spatial_dim, &up)
-            .map_err(|m| LineError::at(col, format!("--{} {m}", long_name(f))))?;
+        check_layout(long_name(f), spatial_dim, &up)
+            .map_err(|e| LineError::at(col, format!("--{e}")))?;
         Ok(up)
     };
     let depth = |f: Field, default: u32, two_d: u32| -> Result<u32, LineError> {
@@ -178,7 +178,7 @@ pub(crate) fn build(data_type: DataType, v: &Values) -> Result<ConvConfig, LineE
     rewrite_pads(&mut c);
     c.validate().map_err(|e| LineError {
         column: column_for(&e, v),
-        message: e,
+        message: e.to_string(),
     })?;
     Ok(c)
 }
@@ -263,20 +263,25 @@ fn pad_mode(v: &Values) -> Result<PadMode, LineError> {
 }
 
 /// The column of the flag an error message of [`ConvConfig::validate`] is about.
-fn column_for(message: &str, v: &Values) -> Option<usize> {
-    let fields = [
-        ("group count", Field::GroupCount),
-        ("trans_output_pad_d", Field::TransPadD),
-        ("trans_output_pad_h", Field::TransPadH),
-        ("trans_output_pad_w", Field::TransPadW),
-        ("output d ", Field::InD),
-        ("output h ", Field::InH),
-        ("output w ", Field::InW),
-    ];
-    fields
-        .iter()
-        .find(|(needle, _)| message.contains(needle))
-        .and_then(|(_, f)| v.col(*f))
+fn column_for(e: &ConfigError, v: &Values) -> Option<usize> {
+    let field = match e {
+        ConfigError::GroupCount { .. } => Field::GroupCount,
+        ConfigError::TransOutputPadOnConv { axis, .. }
+        | ConfigError::TransOutputPadTooLarge { axis, .. } => match axis {
+            'd' => Field::TransPadD,
+            'h' => Field::TransPadH,
+            _ => Field::TransPadW,
+        },
+        ConfigError::PaddedAway { axis, .. } | ConfigError::OutputTooLarge { axis, .. } => {
+            match axis {
+                'd' => Field::InD,
+                'h' => Field::InH,
+                _ => Field::InW,
+            }
+        }
+        _ => return None,
+    };
+    v.col(field)
 }
 
 /// `SetConvDescriptorFromCmdLineArgs`: for a convolution whose dilations are all 1 (or whose
@@ -323,19 +328,16 @@ fn rewritten_pads(c: &ConvConfig) -> Option<[u32; 3]> {
 }
 
 /// 2-D: NCHW, NHWC, CHWN; 3-D: NCDHW, NDHWC (`ValidateLayoutInputParameters`, by dimension).
-fn check_layout(spatial_dim: u8, layout: &str) -> Result<(), String> {
-    let allowed: &[&str] = if spatial_dim == 3 {
-        &["NCDHW", "NDHWC"]
-    } else {
-        &["NCHW", "NHWC", "CHWN"]
-    };
-    if allowed.contains(&layout) {
+/// `field` names the layout in the error (`in_layout`, or the driver flag's long name).
+fn check_layout(field: &'static str, spatial_dim: u8, layout: &str) -> Result<(), ConfigError> {
+    if layouts(spatial_dim).contains(&layout) {
         Ok(())
     } else {
-        Err(format!(
-            "`{layout}` is not a {spatial_dim}-D layout (use {})",
-            allowed.join(", ")
-        ))
+        Err(ConfigError::Layout {
+            field,
+            layout: layout.to_string(),
+            spatial_dim,
+        })
     }
 }
 
@@ -347,13 +349,13 @@ impl ConvConfig {
     /// below the stride; 2-D depth fields at their 2-D values (`in_d = fil_d = 1`, `pad_d = 0`,
     /// `conv_stride_d = dilation_d = 1`), transposed output pads 0 unless `-m trans`, pads
     /// already rewritten for `same`/`valid`, and an input data type (not INT32).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let c = self;
         if c.spatial_dim != 2 && c.spatial_dim != 3 {
-            return Err(format!("spatial_dim must be 2 or 3, got {}", c.spatial_dim));
+            return Err(ConfigError::SpatialDim { got: c.spatial_dim });
         }
         if c.data_type == DataType::Int32 {
-            return Err("INT32 is an output type, not a convolution input type".into());
+            return Err(ConfigError::Int32Input);
         }
         let three_d = c.spatial_dim == 3;
         let mut sizes = vec![
@@ -386,14 +388,12 @@ impl ConvConfig {
             c.trans_output_pad_d,
         ) != (1, 1, 0, 1, 1, 0)
         {
-            return Err(
-                "a 2-D config has in_d = fil_d = 1, pad_d = 0, conv_stride_d = \
-                        dilation_d = 1 and trans_output_pad_d = 0"
-                    .into(),
-            );
+            return Err(ConfigError::TwoDDepth);
         }
         if let Some((f, _)) = sizes.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{} must be at least 1, got 0", long_name(*f)));
+            return Err(ConfigError::Zero {
+                field: long_name(*f),
+            });
         }
         let g = c.group_count;
         if g > 1 {
@@ -402,7 +402,11 @@ impl ConvConfig {
                 ("out_channels", c.out_channels),
             ] {
                 if n % g != 0 {
-                    return Err(format!("group count {g} does not divide {what} {n}"));
+                    return Err(ConfigError::GroupCount {
+                        groups: g,
+                        what,
+                        count: n,
+                    });
                 }
             }
         }
@@ -411,7 +415,7 @@ impl ConvConfig {
             ("fil_layout", &c.fil_layout),
             ("out_layout", &c.out_layout),
         ] {
-            check_layout(c.spatial_dim, l).map_err(|m| format!("{what} {m}"))?;
+            check_layout(what, c.spatial_dim, l)?;
         }
         let opads = [
             ('d', c.trans_output_pad_d, c.conv_stride_d),
@@ -420,23 +424,23 @@ impl ConvConfig {
         ];
         for (axis, opad, stride) in opads {
             if c.mode == ConvMode::Conv && opad != 0 {
-                return Err(format!(
-                    "trans_output_pad_{axis} {opad} on a non-transposed convolution (it only \
-                     applies to -m trans)"
-                ));
+                return Err(ConfigError::TransOutputPadOnConv { axis, pad: opad });
             }
             if c.mode == ConvMode::Trans && opad >= stride {
-                return Err(format!(
-                    "trans_output_pad_{axis} {opad} must be smaller than the stride {stride}"
-                ));
+                return Err(ConfigError::TransOutputPadTooLarge {
+                    axis,
+                    pad: opad,
+                    stride,
+                });
             }
         }
         if let Some(p) = rewritten_pads(c) {
             if p != [c.pad_d, c.pad_h, c.pad_w] {
-                return Err(format!(
-                    "pads {}x{}x{} do not match pad mode {:?}, which sets {}x{}x{}",
-                    c.pad_d, c.pad_h, c.pad_w, c.pad_mode, p[0], p[1], p[2]
-                ));
+                return Err(ConfigError::PadsMismatch {
+                    pads: [c.pad_d, c.pad_h, c.pad_w],
+                    pad_mode: c.pad_mode,
+                    expected: p,
+                });
             }
         }
         output_dims(c)?;

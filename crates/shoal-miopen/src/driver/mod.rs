@@ -236,14 +236,14 @@ fn parse_key_line(tokens: &[Token]) -> Result<LineKind, LineError> {
             ),
         ));
     }
-    match crate::keys::parse::parse_key_at(key.text) {
+    match crate::keys::parse_find_db_key(key.text) {
         Ok(c) => Ok(LineKind::Conv {
             configs: vec![c],
             expanded: false,
         }),
-        Err((offset, message)) => {
-            let col = key.col + key.text[..offset.min(key.text.len())].chars().count();
-            Err(LineError::at(col, message))
+        Err(e) => {
+            let col = key.col + key.text[..e.offset().min(key.text.len())].chars().count();
+            Err(LineError::at(col, e.to_string()))
         }
     }
 }

@@ -3,7 +3,7 @@
 //! `ConvConfig::from_params(&c.to_params()) == Ok(c)` for every valid config; `from_params`
 //! ignores extra names (a `Params` may carry more) and validates what it builds.
 
-use crate::problem::{ConvConfig, ConvMode, DataType, Direction, PadMode};
+use crate::problem::{ConfigError, ConvConfig, ConvMode, DataType, Direction, PadMode};
 use shoal_model::Params;
 
 /// The integer columns, in MITuna's order after `cmd`, `direction` and `spatial_dim`.
@@ -97,29 +97,33 @@ impl ConvConfig {
 
     /// The inverse of [`to_params`](Self::to_params). Every name must be present; the result
     /// must pass [`validate`](Self::validate).
-    pub fn from_params(p: &Params) -> Result<ConvConfig, String> {
-        let get = |name: &str| {
-            p.get(name)
-                .ok_or_else(|| format!("config parameter `{name}` is missing"))
-        };
-        let int = |name: &str| -> Result<u32, String> {
+    pub fn from_params(p: &Params) -> Result<ConvConfig, ConfigError> {
+        let get = |name: &'static str| p.get(name).ok_or(ConfigError::MissingParam { name });
+        let int = |name: &'static str| -> Result<u32, ConfigError> {
             let v = get(name)?;
-            v.parse()
-                .map_err(|_| format!("config parameter {name}={v} is not a non-negative integer"))
+            v.parse().map_err(|_| ConfigError::NotAnInteger {
+                name,
+                value: v.to_string(),
+            })
         };
         let cmd = get("cmd")?;
-        let data_type = DataType::from_driver_command(cmd)
-            .ok_or_else(|| format!("cmd={cmd} is not a convolution command"))?;
+        let data_type =
+            DataType::from_driver_command(cmd).ok_or_else(|| ConfigError::NotConvCommand {
+                cmd: cmd.to_string(),
+            })?;
         let dir = get("direction")?;
         let direction = match dir {
             "F" => Direction::Forward,
             "B" => Direction::BackwardData,
             "W" => Direction::BackwardWeights,
-            _ => return Err(format!("direction={dir} is not F, B or W")),
+            _ => {
+                return Err(ConfigError::BadDirection {
+                    value: dir.to_string(),
+                })
+            }
         };
         let sd = int("spatial_dim")?;
-        let spatial_dim =
-            u8::try_from(sd).map_err(|_| format!("spatial_dim={sd} is not 2 or 3"))?;
+        let spatial_dim = u8::try_from(sd).map_err(|_| ConfigError::BadSpatialDim { value: sd })?;
         let mut v = [0u32; 22];
         for (slot, name) in v.iter_mut().zip(INT_FIELDS) {
             *slot = int(name)?;
@@ -127,13 +131,21 @@ impl ConvConfig {
         let mode = match get("mode")? {
             "conv" => ConvMode::Conv,
             "trans" => ConvMode::Trans,
-            m => return Err(format!("mode={m} is not conv or trans")),
+            m => {
+                return Err(ConfigError::BadMode {
+                    value: m.to_string(),
+                })
+            }
         };
         let pad_mode = match get("pad_mode")? {
             "default" => PadMode::Default,
             "same" => PadMode::Same,
             "valid" => PadMode::Valid,
-            m => return Err(format!("pad_mode={m} is not default, same or valid")),
+            m => {
+                return Err(ConfigError::BadPadMode {
+                    value: m.to_string(),
+                })
+            }
         };
         let c = ConvConfig {
             data_type,

@@ -14,13 +14,13 @@
 //! MITuna from fin's `db_key`) say plain `INT8`. Shoal tunes through fin and exports for those
 //! databases, so keys here print `INT8` (the one data type name, [`DataType::key_name`]).
 
-pub(crate) mod parse;
+mod parse;
 mod perf_key;
 
-pub use parse::parse_find_db_key;
-pub use perf_key::parse_perf_db_key;
+pub use parse::{parse_find_db_key, FindKeyError};
+pub use perf_key::{parse_perf_db_key, PerfKeyError};
 
-use crate::problem::{ConvConfig, ConvMode, DataType, Direction, PadMode};
+use crate::problem::{ConfigError, ConvConfig, ConvMode, DataType, Direction, PadMode};
 use std::fmt::Write as _;
 
 /// Find-db key (§1.2 a), e.g. `256-28-28-3x3-512-28-28-128-1x1-1x1-1x1-0-NCHW-FP32-F`, with
@@ -107,14 +107,14 @@ pub fn network_config(c: &ConvConfig) -> String {
 /// gets an output size of 1 on that axis, as MIOpen's own formula clamps it
 /// (`std::max(1, …)`); shipped find dbs hold such entries. A transposed convolution whose output
 /// is padded away is an error.
-pub fn output_dims(c: &ConvConfig) -> Result<(u32, u32, u32), String> {
+pub fn output_dims(c: &ConvConfig) -> Result<(u32, u32, u32), ConfigError> {
     let dims = spatial(c);
-    for (axis, _, _, _, stride, dil, _) in &dims {
-        if *stride == 0 {
-            return Err(format!("conv_stride_{axis} must be at least 1"));
+    for &(axis, _, _, _, stride, dil, _) in &dims {
+        if stride == 0 {
+            return Err(ConfigError::StrideZero { axis });
         }
-        if *dil == 0 {
-            return Err(format!("dilation_{axis} must be at least 1"));
+        if dil == 0 {
+            return Err(ConfigError::DilationZero { axis });
         }
     }
     let mut out = [1u32; 3];
@@ -124,15 +124,20 @@ pub fn output_dims(c: &ConvConfig) -> Result<(u32, u32, u32), String> {
         let mut v = raw_output(c, &dims, i);
         if v < 1 {
             if c.mode == ConvMode::Trans {
-                return Err(format!(
-                    "output {axis} would be {v} (< 1): in_{axis} {input}, fil_{axis} {fil}, \
-                     pad_{axis} {pad}, stride {stride}, dilation {dil}; the transposed output \
-                     is padded away"
-                ));
+                return Err(ConfigError::PaddedAway {
+                    axis,
+                    output: v,
+                    input,
+                    fil,
+                    pad,
+                    stride,
+                    dilation: dil,
+                });
             }
             v = 1;
         }
-        out[first + i] = u32::try_from(v).map_err(|_| format!("output {axis} {v} is too large"))?;
+        out[first + i] =
+            u32::try_from(v).map_err(|_| ConfigError::OutputTooLarge { axis, output: v })?;
     }
     Ok((out[0], out[1], out[2]))
 }

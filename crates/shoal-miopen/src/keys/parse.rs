@@ -11,17 +11,85 @@
 //! `same`); its keys equal the input.
 
 use super::output_dims;
-use crate::problem::{ConvConfig, ConvMode, DataType, Direction, PadMode};
+use crate::problem::{ConfigError, ConvConfig, ConvMode, DataType, Direction, PadMode};
+
+/// Why a find-db key was refused. [`FindKeyError::offset`] is the byte offset (in the key) of
+/// the field at fault: 0 for what concerns the whole key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FindKeyError {
+    #[error(
+        "not a find-db key: {fields} `-`-separated fields; a 2-D key has 15 (17 with three \
+         layouts), a 3-D key 17 (19), e.g. 256-28-28-3x3-512-28-28-128-1x1-1x1-1x1-0-NCHW-FP32-F"
+    )]
+    FieldCount { fields: usize },
+    #[error("bias field is `{bias}`: convolution keys have bias 0")]
+    Bias { offset: usize, bias: String },
+    #[error("unknown data type `{data_type}` in find-db key")]
+    DataType { offset: usize, data_type: String },
+    #[error("direction `{direction}` is not F, B or W")]
+    Direction { offset: usize, direction: String },
+    #[error("unsupported key suffix `{suffix}` (only `_g<groups>` is known here)")]
+    Suffix { offset: usize, suffix: String },
+    /// A `x`-separated field (`what`: filter, pad, stride, dilation) with other than
+    /// `expected` values (2 for a 2-D key, 3 for 3-D).
+    #[error("{what} field `{field}` should have {expected} `x`-separated values")]
+    Values {
+        offset: usize,
+        what: &'static str,
+        field: String,
+        expected: usize,
+    },
+    #[error("{what}: `{text}` is not a non-negative integer")]
+    NotANumber {
+        offset: usize,
+        what: &'static str,
+        text: String,
+    },
+    #[error("{what}: `{text}` is too large")]
+    TooLarge {
+        offset: usize,
+        what: &'static str,
+        text: String,
+    },
+    /// The key's sizes make no convolution under any pad mode.
+    #[error("find-db key describes no valid convolution: {0}")]
+    NoConvolution(#[source] ConfigError),
+    /// The key's `which` tensor (`output`, or `input (dy)` for a backward key) has extents
+    /// `key` where its input `input` and the rest give `computed` (each `HxW` or `DxHxW`).
+    #[error(
+        "inconsistent find-db key: its {which} is {key} but input {input}, filter, pad, stride \
+         and dilation give {computed}"
+    )]
+    Inconsistent {
+        which: &'static str,
+        key: String,
+        input: String,
+        computed: String,
+    },
+}
+
+impl FindKeyError {
+    /// The byte offset in the key of the field at fault; 0 when the whole key is.
+    pub fn offset(&self) -> usize {
+        match self {
+            FindKeyError::Bias { offset, .. }
+            | FindKeyError::DataType { offset, .. }
+            | FindKeyError::Direction { offset, .. }
+            | FindKeyError::Suffix { offset, .. }
+            | FindKeyError::Values { offset, .. }
+            | FindKeyError::NotANumber { offset, .. }
+            | FindKeyError::TooLarge { offset, .. } => *offset,
+            FindKeyError::FieldCount { .. }
+            | FindKeyError::NoConvolution(_)
+            | FindKeyError::Inconsistent { .. } => 0,
+        }
+    }
+}
 
 /// Parses `256-28-28-3x3-512-28-28-128-1x1-1x1-1x1-0-NCHW-FP32-F` (also with `_g<n>`, three
 /// layouts, 3-D, and an optional `=…` record after the key). For `B` and `W` the key's first
 /// tensor is dy, so C and K (and x's extents) are swapped back into the driver's view.
-pub fn parse_find_db_key(key: &str) -> Result<ConvConfig, String> {
-    parse_key_at(key).map_err(|(_, message)| message)
-}
-
-/// As [`parse_find_db_key`], with the byte offset (in `key`) of the field at fault.
-pub(crate) fn parse_key_at(key: &str) -> Result<ConvConfig, (usize, String)> {
+pub fn parse_find_db_key(key: &str) -> Result<ConvConfig, FindKeyError> {
     let key = key.split('=').next().unwrap_or("").trim_end();
     let fields = split_fields(key);
     let three_d = is_three_d(&fields)?;
@@ -48,21 +116,14 @@ fn split_fields(key: &str) -> Vec<(usize, &str)> {
 
 /// Whether the key is 3-D, told by its field count and the shape of its filter field; a key of
 /// neither shape is not a find-db key at all.
-fn is_three_d(fields: &[(usize, &str)]) -> Result<bool, (usize, String)> {
+fn is_three_d(fields: &[(usize, &str)]) -> Result<bool, FindKeyError> {
     let n = fields.len();
     let parts = |i: usize| fields.get(i).map_or(0, |(_, f)| f.split('x').count());
     match n {
         15 if parts(3) == 2 => Ok(false),
         17 if parts(3) == 2 => Ok(false),
         17 | 19 if parts(4) == 3 => Ok(true),
-        _ => Err((
-            0,
-            format!(
-                "not a find-db key: {n} `-`-separated fields; a 2-D key has 15 (17 with three \
-                 layouts), a 3-D key 17 (19), e.g. \
-                 256-28-28-3x3-512-28-28-128-1x1-1x1-1x1-0-NCHW-FP32-F"
-            ),
-        )),
+        _ => Err(FindKeyError::FieldCount { fields: n }),
     }
 }
 
@@ -82,7 +143,7 @@ struct Geometry {
 
 impl Geometry {
     /// Reads the fields from the input channels to the bias, which must be 0.
-    fn read(r: &mut Reader, sd: usize) -> Result<Geometry, (usize, String)> {
+    fn read(r: &mut Reader, sd: usize) -> Result<Geometry, FindKeyError> {
         let geometry = Geometry {
             in_c: r.int("input channels")?,
             in_dhw: r.extents(sd, "input")?,
@@ -96,10 +157,10 @@ impl Geometry {
         };
         let (bias_at, bias) = r.next();
         if bias != "0" {
-            return Err((
-                bias_at,
-                format!("bias field is `{bias}`: convolution keys have bias 0"),
-            ));
+            return Err(FindKeyError::Bias {
+                offset: bias_at,
+                bias: bias.to_string(),
+            });
         }
         Ok(geometry)
     }
@@ -117,7 +178,7 @@ struct Tail {
 
 impl Tail {
     /// Reads the rest of the `n` fields.
-    fn read(r: &mut Reader, n: usize) -> Result<Tail, (usize, String)> {
+    fn read(r: &mut Reader, n: usize) -> Result<Tail, FindKeyError> {
         let layouts: Vec<(usize, &str)> = (0..n - r.pos - 2).map(|_| r.next()).collect();
         let (dt_at, dt) = r.next();
         let data_type = data_type(dt_at, dt)?;
@@ -138,7 +199,7 @@ impl Tail {
 }
 
 /// A key's data type field (a find-db key's, or a perf-db key's).
-pub(super) fn data_type(at: usize, dt: &str) -> Result<DataType, (usize, String)> {
+pub(super) fn data_type(at: usize, dt: &str) -> Result<DataType, FindKeyError> {
     match dt {
         "FP32" => Ok(DataType::Fp32),
         "FP16" => Ok(DataType::Fp16),
@@ -146,27 +207,33 @@ pub(super) fn data_type(at: usize, dt: &str) -> Result<DataType, (usize, String)
         "INT8" | "INT8INT8INT32" => Ok(DataType::Int8),
         "FP8" => Ok(DataType::Fp8),
         "BF8" => Ok(DataType::Bf8),
-        _ => Err((at, format!("unknown data type `{dt}` in find-db key"))),
+        _ => Err(FindKeyError::DataType {
+            offset: at,
+            data_type: dt.to_string(),
+        }),
     }
 }
 
 /// The last field: the direction letter, then `_g<groups>` for a grouped convolution.
-fn direction_and_groups(at: usize, last: &str) -> Result<(Direction, u32), (usize, String)> {
+fn direction_and_groups(at: usize, last: &str) -> Result<(Direction, u32), FindKeyError> {
     let (dir, suffix) = last.split_at(last.len().min(1));
     let direction = dir
         .chars()
         .next()
         .and_then(Direction::from_letter)
-        .ok_or_else(|| (at, format!("direction `{dir}` is not F, B or W")))?;
+        .ok_or_else(|| FindKeyError::Direction {
+            offset: at,
+            direction: dir.to_string(),
+        })?;
     let group_count = match suffix {
         "" => 1,
         s => match s.strip_prefix("_g").map(str::parse::<u32>) {
             Some(Ok(g)) if g >= 1 => g,
             _ => {
-                return Err((
-                    at + 1,
-                    format!("unsupported key suffix `{s}` (only `_g<groups>` is known here)"),
-                ))
+                return Err(FindKeyError::Suffix {
+                    offset: at + 1,
+                    suffix: s.to_string(),
+                })
             }
         },
     };
@@ -237,10 +304,10 @@ fn with_consistent_output(
     config: ConvConfig,
     g: &Geometry,
     three_d: bool,
-) -> Result<ConvConfig, (usize, String)> {
+) -> Result<ConvConfig, FindKeyError> {
     let forward = config.direction == Direction::Forward;
     let (_, x_dhw, _, y_dhw) = driver_tensors(g, config.direction);
-    let output = |c: &ConvConfig| -> Result<[u32; 3], String> {
+    let output = |c: &ConvConfig| -> Result<[u32; 3], ConfigError> {
         c.validate()?;
         let (od, oh, ow) = output_dims(c)?;
         Ok([if three_d { od } else { 1 }, oh, ow])
@@ -258,12 +325,7 @@ fn with_consistent_output(
             return Ok(c);
         }
     }
-    let default_out = default_out.map_err(|e| {
-        (
-            0,
-            format!("find-db key describes no valid convolution: {e}"),
-        )
-    })?;
+    let default_out = default_out.map_err(FindKeyError::NoConvolution)?;
     let shown = |v: [u32; 3]| {
         if three_d {
             format!("{}x{}x{}", v[0], v[1], v[2])
@@ -272,16 +334,12 @@ fn with_consistent_output(
         }
     };
     let which = if forward { "output" } else { "input (dy)" };
-    Err((
-        0,
-        format!(
-            "inconsistent find-db key: its {which} is {} but input {}, filter, pad, stride and \
-             dilation give {}",
-            shown(y_dhw),
-            shown(x_dhw),
-            shown(default_out)
-        ),
-    ))
+    Err(FindKeyError::Inconsistent {
+        which,
+        key: shown(y_dhw),
+        input: shown(x_dhw),
+        computed: shown(default_out),
+    })
 }
 
 /// A cursor over the `-`-separated fields, each with its byte offset.
@@ -297,13 +355,13 @@ impl<'k> Reader<'_, 'k> {
         f
     }
 
-    fn int(&mut self, what: &str) -> Result<u32, (usize, String)> {
+    fn int(&mut self, what: &'static str) -> Result<u32, FindKeyError> {
         let (at, f) = self.next();
         number(at, f, what)
     }
 
     /// `d-h-w` (3-D) or `h-w` (2-D) as separate fields; 2-D depth reads as 1.
-    fn extents(&mut self, sd: usize, what: &str) -> Result<[u32; 3], (usize, String)> {
+    fn extents(&mut self, sd: usize, what: &'static str) -> Result<[u32; 3], FindKeyError> {
         let mut v = [1u32; 3];
         for slot in v.iter_mut().skip(3 - sd) {
             *slot = self.int(what)?;
@@ -312,14 +370,16 @@ impl<'k> Reader<'_, 'k> {
     }
 
     /// `dxhxw` (3-D) or `hxw` (2-D) in one field; 2-D depth reads as 0.
-    fn triple(&mut self, sd: usize, what: &str) -> Result<[u32; 3], (usize, String)> {
+    fn triple(&mut self, sd: usize, what: &'static str) -> Result<[u32; 3], FindKeyError> {
         let (at, f) = self.next();
         let parts: Vec<&str> = f.split('x').collect();
         if parts.len() != sd {
-            return Err((
-                at,
-                format!("{what} field `{f}` should have {sd} `x`-separated values"),
-            ));
+            return Err(FindKeyError::Values {
+                offset: at,
+                what,
+                field: f.to_string(),
+                expected: sd,
+            });
         }
         let mut v = [0u32; 3];
         let mut part_at = at;
@@ -331,13 +391,17 @@ impl<'k> Reader<'_, 'k> {
     }
 }
 
-fn number(at: usize, text: &str, what: &str) -> Result<u32, (usize, String)> {
+fn number(at: usize, text: &str, what: &'static str) -> Result<u32, FindKeyError> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err((
-            at,
-            format!("{what}: `{text}` is not a non-negative integer"),
-        ));
+        return Err(FindKeyError::NotANumber {
+            offset: at,
+            what,
+            text: text.to_string(),
+        });
     }
-    text.parse()
-        .map_err(|_| (at, format!("{what}: `{text}` is too large")))
+    text.parse().map_err(|_| FindKeyError::TooLarge {
+        offset: at,
+        what,
+        text: text.to_string(),
+    })
 }

@@ -10,24 +10,51 @@
 //! and [`parse_perf_db_key`] says so rather than picking one.
 
 use super::{output_dims, perf_db_key};
-use crate::problem::{ConvConfig, ConvMode, Direction, PadMode};
+use crate::problem::{ConfigError, ConvConfig, ConvMode, Direction, PadMode};
 
 /// Fields of a perf-db key: 21 numbers, then layout, data type and direction.
 const FIELDS: usize = 24;
+
+/// Why a text is not a convolution's perf-db key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PerfKeyError {
+    #[error(
+        "not a perf-db key: {fields} `x`-separated fields, a perf-db key has {expected}, e.g. \
+         2x256x28x28x1x3x3x1x512x128x1x1x0x1x1x0x1x1x0x0x1xNCHWxFP32xF",
+        expected = FIELDS
+    )]
+    FieldCount { fields: usize },
+    /// Field `field` (1-based) is `text`, no count.
+    #[error("perf-db key field {field}: `{text}` is not a count")]
+    NotACount { field: usize, text: String },
+    #[error("perf-db key: bias is {bias}: convolution keys have bias 0")]
+    Bias { bias: u32 },
+    #[error("perf-db key: spatial dimension {spatial_dim} is not 2 or 3")]
+    SpatialDim { spatial_dim: u32 },
+    #[error("unknown data type `{data_type}` in find-db key")]
+    DataType { data_type: String },
+    #[error("perf-db key: direction `{direction}` is not F, B or W")]
+    Direction { direction: String },
+    /// The key's sizes make no convolution.
+    #[error("perf-db key: {0}")]
+    Convolution(#[source] ConfigError),
+    /// The key read back into a config whose own key (`printed`) differs: a layout that
+    /// MIOpen's heuristic rewrites, for one.
+    #[error("perf-db key `{key}` is not the key of the convolution it describes ({printed})")]
+    NotItsConvolution { key: String, printed: String },
+}
 
 /// Parses `2x256x28x28x1x3x3x1x512x128x1x1x0x1x1x0x1x1x0x0x1xNCHWxFP32xF` (the 24 values of the
 /// SQLite perf db's `config` row, `x`-joined). `Ok(None)` when the key is well formed but
 /// several configs share it (a backward key whose input extents cannot be solved for uniquely,
 /// see the module's documentation); `Err` when it is not a convolution's perf key at all.
-pub fn parse_perf_db_key(key: &str) -> Result<Option<ConvConfig>, String> {
+pub fn parse_perf_db_key(key: &str) -> Result<Option<ConvConfig>, PerfKeyError> {
     let key = key.split('=').next().unwrap_or("").trim_end();
     let fields: Vec<&str> = key.split('x').collect();
     if fields.len() != FIELDS {
-        return Err(format!(
-            "not a perf-db key: {} `x`-separated fields, a perf-db key has {FIELDS}, e.g. \
-             2x256x28x28x1x3x3x1x512x128x1x1x0x1x1x0x1x1x0x0x1xNCHWxFP32xF",
-            fields.len()
-        ));
+        return Err(PerfKeyError::FieldCount {
+            fields: fields.len(),
+        });
     }
     let mut n = [0u32; 21];
     for (i, (slot, f)) in n.iter_mut().zip(&fields).enumerate() {
@@ -35,28 +62,33 @@ pub fn parse_perf_db_key(key: &str) -> Result<Option<ConvConfig>, String> {
             .parse()
             .ok()
             .filter(|_| f.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| format!("perf-db key field {}: `{f}` is not a count", i + 1))?;
+            .ok_or_else(|| PerfKeyError::NotACount {
+                field: i + 1,
+                text: f.to_string(),
+            })?;
     }
     let [sd, in_c, in_h, in_w, in_d, fil_h, fil_w, fil_d, out_c, batch, pad_h, pad_w, pad_d, st_h, st_w, st_d, dil_h, dil_w, dil_d, bias, group] =
         n;
     if bias != 0 {
-        return Err(format!(
-            "perf-db key: bias is {bias}: convolution keys have bias 0"
-        ));
+        return Err(PerfKeyError::Bias { bias });
     }
     let three_d = match sd {
         2 => false,
         3 => true,
-        _ => return Err(format!("perf-db key: spatial dimension {sd} is not 2 or 3")),
+        _ => return Err(PerfKeyError::SpatialDim { spatial_dim: sd }),
     };
     let layout = fields[21].to_string();
-    let data_type = super::parse::data_type(0, fields[22]).map_err(|(_, e)| e)?;
+    let data_type = super::parse::data_type(0, fields[22]).map_err(|_| PerfKeyError::DataType {
+        data_type: fields[22].to_string(),
+    })?;
     let direction = fields[23]
         .chars()
         .next()
         .filter(|_| fields[23].len() == 1)
         .and_then(Direction::from_letter)
-        .ok_or_else(|| format!("perf-db key: direction `{}` is not F, B or W", fields[23]))?;
+        .ok_or_else(|| PerfKeyError::Direction {
+            direction: fields[23].to_string(),
+        })?;
     // The key's depth values for 2-D are 1 (extents) and 0 (pad, stride, dilation); the driver's
     // are 1, 0, 1 and 1.
     let depth = |v: u32, two_d: u32| if three_d { v } else { two_d };
@@ -112,18 +144,19 @@ pub fn parse_perf_db_key(key: &str) -> Result<Option<ConvConfig>, String> {
             }
         }
         [c.in_d, c.in_h, c.in_w] = x;
-        let (od, oh, ow) = output_dims(&c).map_err(|e| format!("perf-db key: {e}"))?;
+        let (od, oh, ow) = output_dims(&c).map_err(PerfKeyError::Convolution)?;
         if [if three_d { od } else { 1 }, oh, ow] != dy {
             return Ok(None);
         }
     }
-    c.validate().map_err(|e| format!("perf-db key: {e}"))?;
-    if perf_db_key(&c) != key {
+    c.validate().map_err(PerfKeyError::Convolution)?;
+    let printed = perf_db_key(&c);
+    if printed != key {
         // Layouts that MIOpen's heuristic rewrites, for one: not a key this config prints.
-        return Err(format!(
-            "perf-db key `{key}` is not the key of the convolution it describes ({})",
-            perf_db_key(&c)
-        ));
+        return Err(PerfKeyError::NotItsConvolution {
+            key: key.to_string(),
+            printed,
+        });
     }
     Ok(Some(c))
 }
@@ -231,7 +264,7 @@ mod tests {
                 "spatial",
             ),
         ] {
-            let e = parse_perf_db_key(key).unwrap_err();
+            let e = parse_perf_db_key(key).unwrap_err().to_string();
             assert!(e.contains(why), "{key}: {e}");
         }
     }

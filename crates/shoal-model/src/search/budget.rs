@@ -7,6 +7,23 @@ use std::fmt;
 
 use super::{strategy, Space, Strategy, STRATEGIES};
 
+/// Why a spec's `[search]` (its budget or its strategy) is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SearchSpecError {
+    /// A budget ending in `%` whose share is no number.
+    #[error("budget `{budget}`: a count or a share such as 5%")]
+    BudgetNotANumber { budget: String },
+    /// A share of 0 % or less, or above 100 %.
+    #[error("budget `{budget}`: a share in (0, 100]%")]
+    BudgetShareOutOfRange { budget: String },
+    /// A budget that is neither a share nor a count of at least 1.
+    #[error("budget `{budget}`: a count of at least 1 or a share such as 5%")]
+    BudgetNotACount { budget: String },
+    /// A strategy that is not one of [`STRATEGIES`].
+    #[error("unknown strategy `{name}`: exhaustive, {known}", known = STRATEGIES.join(", "))]
+    UnknownStrategy { name: String },
+}
+
 /// How many candidates a search may evaluate per shape.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Budget {
@@ -18,25 +35,26 @@ pub enum Budget {
 
 impl Budget {
     /// `200` or `5%`.
-    pub fn parse(text: &str) -> Result<Budget, String> {
+    pub fn parse(text: &str) -> Result<Budget, SearchSpecError> {
         let text = text.trim();
+        let budget = text.to_string();
         match text.strip_suffix('%') {
             Some(p) => {
                 let p: f64 = p
                     .trim()
                     .parse()
-                    .map_err(|_| format!("budget `{text}`: a count or a share such as 5%"))?;
+                    .map_err(|_| SearchSpecError::BudgetNotANumber { budget })?;
                 if p > 0.0 && p <= 100.0 {
                     Ok(Budget::Percent(p))
                 } else {
-                    Err(format!("budget `{text}`: a share in (0, 100]%"))
+                    Err(SearchSpecError::BudgetShareOutOfRange {
+                        budget: text.to_string(),
+                    })
                 }
             }
             None => match text.parse::<u64>() {
                 Ok(n) if n > 0 => Ok(Budget::Count(n)),
-                _ => Err(format!(
-                    "budget `{text}`: a count of at least 1 or a share such as 5%"
-                )),
+                _ => Err(SearchSpecError::BudgetNotACount { budget }),
             },
         }
     }
@@ -75,12 +93,11 @@ pub struct SearchSpec {
 
 impl SearchSpec {
     /// Checks the strategy's name.
-    pub fn new(strategy: &str, budget: Budget, seed: u64) -> Result<SearchSpec, String> {
+    pub fn new(strategy: &str, budget: Budget, seed: u64) -> Result<SearchSpec, SearchSpecError> {
         if !STRATEGIES.contains(&strategy) {
-            return Err(format!(
-                "unknown strategy `{strategy}`: exhaustive, {}",
-                STRATEGIES.join(", ")
-            ));
+            return Err(SearchSpecError::UnknownStrategy {
+                name: strategy.to_string(),
+            });
         }
         Ok(SearchSpec {
             strategy: strategy.to_string(),

@@ -18,7 +18,7 @@ mod simulate;
 
 use std::collections::HashMap;
 
-pub use budget::{Budget, Search, SearchSpec};
+pub use budget::{Budget, Search, SearchSpec, SearchSpecError};
 pub use forest::Forest;
 pub use genetic::Genetic;
 pub use random::Random;

@@ -237,7 +237,7 @@ async fn apply_tx(
         let params = padded(chunk.iter().map(|&id| int(id)).collect());
         let rows: Vec<(i64, String, u32)> = tx.exec(q::cas_lock(chunk.len()), params).await?;
         for (id, state, attempt) in rows {
-            let state: JobState = state.parse().map_err(StoreError::Invalid)?;
+            let state: JobState = state.parse().map_err(StoreError::from)?;
             current.insert(id, (state, attempt));
         }
     }

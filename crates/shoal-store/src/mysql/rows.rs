@@ -16,7 +16,7 @@ use mysql_async::{Row, Value};
 use serde::de::DeserializeOwned;
 use shoal_model::{
     Config, ConfigId, FinalResult, Job, JobId, NewSession, Outcome, ResultRow, Session, SessionId,
-    Solver, SolverId,
+    Solver, SolverId, UnknownName,
 };
 
 use super::labels::LabelIds;
@@ -79,14 +79,14 @@ fn json<T: DeserializeOwned>(row: &mut Row, idx: usize) -> Result<T> {
     serde_json::from_str(&text).map_err(|e| bad(row, idx, e))
 }
 
-pub(crate) fn parsed<T: FromStr<Err = String>>(row: &mut Row, idx: usize) -> Result<T> {
+pub(crate) fn parsed<T: FromStr<Err = UnknownName>>(row: &mut Row, idx: usize) -> Result<T> {
     let text: String = get(row, idx)?;
-    text.parse().map_err(|e: String| bad(row, idx, e))
+    text.parse().map_err(|e: UnknownName| bad(row, idx, e))
 }
 
-fn opt_parsed<T: FromStr<Err = String>>(row: &mut Row, idx: usize) -> Result<Option<T>> {
+fn opt_parsed<T: FromStr<Err = UnknownName>>(row: &mut Row, idx: usize) -> Result<Option<T>> {
     let text: Option<String> = get(row, idx)?;
-    text.map(|t| t.parse().map_err(|e: String| bad(row, idx, e)))
+    text.map(|t| t.parse().map_err(|e: UnknownName| bad(row, idx, e)))
         .transpose()
 }
 

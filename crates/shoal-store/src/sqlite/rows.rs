@@ -11,7 +11,7 @@ use rusqlite::{Error, Row};
 use serde::de::DeserializeOwned;
 use shoal_model::{
     Config, ConfigId, FinalResult, Job, JobId, NewSession, Outcome, ResultRow, Session, SessionId,
-    Solver, SolverId,
+    Solver, SolverId, UnknownName,
 };
 
 use crate::db_import::{DbImport, DbImportId, DbRecord, NewDbImport};
@@ -28,14 +28,20 @@ fn json<T: DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
     serde_json::from_str(&text).map_err(|e| conversion(idx, e))
 }
 
-pub(crate) fn parsed<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+pub(crate) fn parsed<T: FromStr<Err = UnknownName>>(
+    row: &Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<T> {
     let text: String = row.get(idx)?;
-    text.parse().map_err(|e: String| conversion(idx, e))
+    text.parse().map_err(|e: UnknownName| conversion(idx, e))
 }
 
-fn opt_parsed<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<T>> {
+fn opt_parsed<T: FromStr<Err = UnknownName>>(
+    row: &Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<Option<T>> {
     let text: Option<String> = row.get(idx)?;
-    text.map(|t| t.parse().map_err(|e: String| conversion(idx, e)))
+    text.map(|t| t.parse().map_err(|e: UnknownName| conversion(idx, e)))
         .transpose()
 }
 
