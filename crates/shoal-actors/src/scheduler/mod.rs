@@ -51,6 +51,7 @@ use shoal_model::{Config, ConfigId, Session, SessionId, Transition};
 use shoal_store::{Batch, Change, Store};
 
 use crate::backends::SessionBackends;
+#[cfg(test)]
 use crate::shutdown::Signal;
 use crate::supervise::Backoff;
 use crate::ActorError;
