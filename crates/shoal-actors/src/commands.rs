@@ -284,14 +284,12 @@ async fn apply(
                     None => return Ok(Err("the cluster's store has no session".into())),
                 },
             };
-            let updated = crate::load_jobs::update_applicability(
-                store,
-                session,
-                tag,
-                &tools.fin,
-                &tools.scratch,
-            )
-            .await;
+            let ask_fin = |input: String| {
+                let (fin, scratch) = (&tools.fin, &tools.scratch);
+                async move { shoal_backend::miopen::ask_fin(fin, scratch, &input).await }
+            };
+            let updated =
+                shoal_miopen::load::update_applicability(store, session, tag, ask_fin).await;
             refused_or_store(updated.map(|a| CommandOutcome::ApplicabilityUpdated {
                 session,
                 configs: a.configs as u64,
@@ -314,7 +312,7 @@ async fn apply(
                     None => return Ok(Err("the cluster's store has no session".into())),
                 },
             };
-            let req = crate::load_jobs::JobsLoad {
+            let req = shoal_miopen::load::JobsLoad {
                 session,
                 tag: tag.clone(),
                 fin_steps: fin_steps.clone(),
@@ -322,7 +320,7 @@ async fn apply(
                 only_applicable: *only_applicable,
                 reason: reason.clone(),
             };
-            let loaded = crate::load_jobs::load(store, &req).await;
+            let loaded = shoal_miopen::load::load(store, &req).await;
             refused_or_store(loaded.map(|loaded| CommandOutcome::JobsLoaded {
                 session,
                 configs: loaded.configs as u64,
@@ -336,12 +334,12 @@ async fn apply(
 
 /// A refusal is the command's answer; a store failure is the outer `Err`, to be tried again.
 fn refused_or_store(
-    r: Result<CommandOutcome, crate::load_jobs::LoadJobsError>,
+    r: Result<CommandOutcome, shoal_miopen::load::LoadError>,
 ) -> shoal_store::Result<Result<CommandOutcome, String>> {
     match r {
         Ok(outcome) => Ok(Ok(outcome)),
-        Err(crate::load_jobs::LoadJobsError::Refused(why)) => Ok(Err(why)),
-        Err(crate::load_jobs::LoadJobsError::Store(e)) => Err(e),
+        Err(shoal_miopen::load::LoadError::Store(e)) => Err(e),
+        Err(refused) => Ok(Err(refused.to_string())),
     }
 }
 

@@ -21,8 +21,6 @@ pub mod embedded;
 pub mod evaluator;
 pub mod exporter;
 pub mod load;
-pub mod load_jobs;
-pub mod miopen_export;
 pub mod monitor;
 pub mod presence;
 mod restart;
@@ -41,6 +39,9 @@ pub enum ActorError {
     Store(#[from] shoal_store::StoreError),
     #[error(transparent)]
     Bus(#[from] shoal_bus::BusError),
+    /// A MIOpen session's databases could not be exported (`shoal export --cluster`).
+    #[error(transparent)]
+    MiopenExport(#[from] shoal_miopen::export::ExportError),
     #[error("session {0} is not in the store")]
     UnknownSession(SessionId),
     #[error("{0}")]
