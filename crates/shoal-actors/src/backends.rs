@@ -5,7 +5,7 @@
 //! `fin` configured on the worker), never a command string that arrives in a message: a request
 //! names a session and parameters, and this cache turns the session into its backend. A spec
 //! shipped with its files (`shoal tune --cluster`) is read from its tree, written from the
-//! store on this host once ([`crate::shipped`]).
+//! store on this host once (`shoal_commands::shipped`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,11 +15,11 @@ use shoal_backend::miopen::MiopenBackend;
 use shoal_backend::replay::ReplayTime;
 use shoal_backend::spec::{self, TuningSpec};
 use shoal_backend::SessionBackend;
+use shoal_commands::shipped::{ShippedTrees, TreeError};
 use shoal_model::shipped::SpecLocation;
 use shoal_model::{Backend, SessionId};
 use shoal_store::Store;
 
-use crate::shipped::{ShippedTrees, TreeError};
 use crate::ActorError;
 
 /// Session → backend.

@@ -1,6 +1,6 @@
 //! The Exporter: builds a session's output files on request — the tuned table as CSV and JSON —
 //! and returns the rows so the caller can print them. On the control topic (the exporter role)
-//! it writes a MIOpen session's databases instead (`crate::miopen_export`).
+//! it writes a MIOpen session's databases instead (`shoal_miopen::export`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -271,8 +271,12 @@ pub async fn serve_requests(
                 _ => None,
             };
             if let Some(s) = miopen {
-                let all = crate::miopen_export::Which::default();
-                match crate::miopen_export::export_selected(&*store, &s, &out_dir, &all, true).await
+                let all = shoal_miopen::export::Which::default();
+                let kernels = shoal_backend::miopen::artifact_kernels;
+                match shoal_miopen::export::export_selected(
+                    &*store, &s, &out_dir, &all, true, kernels,
+                )
+                .await
                 {
                     Ok(files) => tracing::info!(%session, ?files, "exported"),
                     Err(e) => tracing::error!(%session, error = %e, "export failed"),
@@ -317,7 +321,7 @@ async fn export_miopen(
     } else {
         shoal_miopen::export::merge::Policy::Better
     };
-    let which = crate::miopen_export::Which {
+    let which = shoal_miopen::export::Which {
         find_db: options.find_db,
         perf_db: options.perf_db,
         kern_db: options.kern_db,
@@ -326,7 +330,8 @@ async fn export_miopen(
         tag: options.tag,
         full_kdb: false,
     };
-    crate::miopen_export::export_selected(store, &info, &out, &which, true).await
+    let kernels = shoal_backend::miopen::artifact_kernels;
+    Ok(shoal_miopen::export::export_selected(store, &info, &out, &which, true, kernels).await?)
 }
 
 #[cfg(test)]

@@ -24,15 +24,11 @@ mod control;
 pub mod embedded;
 pub mod evaluator;
 pub mod exporter;
-pub mod load;
-pub mod load_jobs;
-pub mod miopen_export;
 pub mod monitor;
 pub mod presence;
 mod restart;
 pub mod scheduler;
 mod serving;
-pub mod shipped;
 pub mod shutdown;
 pub mod supervise;
 pub mod topology;
@@ -46,6 +42,9 @@ pub enum ActorError {
     Store(#[from] shoal_store::StoreError),
     #[error(transparent)]
     Bus(#[from] shoal_bus::BusError),
+    /// A MIOpen session's databases could not be exported (`shoal export --cluster`).
+    #[error(transparent)]
+    MiopenExport(#[from] shoal_miopen::export::ExportError),
     #[error("session {0} is not in the store")]
     UnknownSession(SessionId),
     #[error("{0}")]

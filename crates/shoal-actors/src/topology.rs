@@ -230,7 +230,7 @@ fn spawn_scheduler(
         let p = parts.clone();
         if let Some(delivery_limit) = commands {
             let (store, bus, signal) = (p.store.clone(), p.bus.clone(), stop.clone());
-            let tools = crate::commands::HostTools {
+            let tools = shoal_commands::HostTools {
                 fin: p.backends.fin().to_path_buf(),
                 scratch: work_dir.join("fin"),
                 trees: p.backends.trees().clone(),

@@ -15,7 +15,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
 use shoal_miopen::fin::{self, CompiledSolver, FinJob};
 use shoal_miopen::ConvConfig;
 use shoal_model::{FailureKind, Measurement, Outcome, Params, Step};
@@ -24,6 +23,9 @@ use crate::command::{self, Artifact};
 use crate::context::{EvalInput, RunContext};
 use crate::failure::{failure_kind, missing_output, ChildFate, ChildStep};
 use crate::process::{self, ChildEnd, ChildSpec};
+
+/// The build key of a (config, solver) compile: the jobs MIOpen's loader makes carry it.
+pub use shoal_miopen::load::build_key;
 
 /// The compile and eval steps of MIOpen perf tuning.
 /// fin's step names.
@@ -390,20 +392,6 @@ pub fn parse_compiled(bytes: &[u8]) -> Result<CompiledSolver, serde_json::Error>
     })
 }
 
-/// The build key of a (config, solver) compile of `step` (perf or find compile: their
-/// artifacts differ).
-pub fn build_key(step: Step, conv: &shoal_miopen::ConvConfig, solver: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(step.as_str().as_bytes());
-    h.update([0]);
-    h.update(shoal_miopen::keys::find_db_key(conv).as_bytes());
-    h.update([0]);
-    h.update(shoal_miopen::driver::driver_line(conv).as_bytes());
-    h.update([0]);
-    h.update(solver.as_bytes());
-    hex::encode(h.finalize())
-}
-
 /// The solver a job tunes, from its compile parameters (`solver=<name>`).
 pub fn solver_of(compile: &Params) -> Result<&str, NoSolver> {
     compile.get("solver").ok_or_else(|| NoSolver {
@@ -522,6 +510,66 @@ pub async fn run_fin(
             tail(&out.stderr)
         ),
     })
+}
+
+/// Why fin gave no answer to read ([`ask_fin`]).
+#[derive(Debug, thiserror::Error)]
+pub enum AskFinError {
+    #[error("creating {path}: {source}", path = .path.display())]
+    Scratch {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{fin} ({kind}): {detail}", fin = .fin.display())]
+    Run {
+        fin: PathBuf,
+        kind: FailureKind,
+        detail: String,
+    },
+    #[error("reading the output of {fin}: {source}", fin = .fin.display())]
+    Output { fin: PathBuf, source: fin::FinError },
+}
+
+/// Runs `fin` on `input` in `scratch` (created if missing), with no GPU of its own and an hour
+/// to answer, and reads its answer: for the steps that ask fin about configs rather than tune
+/// them (`get_solvers`, `applicability`).
+pub async fn ask_fin(
+    fin: &Path,
+    scratch: &Path,
+    input: &str,
+) -> Result<fin::FinOutput, AskFinError> {
+    std::fs::create_dir_all(scratch).map_err(|source| AskFinError::Scratch {
+        path: scratch.to_path_buf(),
+        source,
+    })?;
+    let ctx = RunContext {
+        work_dir: scratch,
+        cpu: None,
+        gpu_index: None,
+        runner: None,
+    };
+    let text = run_fin(fin, input, &ctx, Duration::from_secs(3600), ChildStep::Run)
+        .await
+        .map_err(|e| AskFinError::Run {
+            fin: fin.to_path_buf(),
+            kind: e.kind,
+            detail: e.detail,
+        })?;
+    fin::parse_output(&text).map_err(|source| AskFinError::Output {
+        fin: fin.to_path_buf(),
+        source,
+    })
+}
+
+/// The kernels of a MIOpen job's artifact as the store holds it (packed): what an export reads
+/// for the kernel db (`shoal_miopen::export::ReadKernels`).
+pub fn artifact_kernels(
+    packed: &[u8],
+) -> Result<Vec<fin::KernelObject>, shoal_miopen::export::ArtifactError> {
+    use shoal_miopen::export::ArtifactError;
+    let raw = command::unpack(packed).map_err(ArtifactError::Unpack)?;
+    let compiled = parse_compiled(&raw).map_err(|e| ArtifactError::Compiled(e.into()))?;
+    Ok(compiled.kernel_objects)
 }
 
 #[cfg(test)]

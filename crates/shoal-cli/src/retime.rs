@@ -58,7 +58,7 @@ pub async fn spec_of(
                 .spec(&*store, SessionId(session))
                 .await
                 .with_context(|| format!("--retime: the spec of session {session}"))?;
-            if shoal_actors::load::spec_version(&spec) != info.info.library_version {
+            if shoal_commands::spec::spec_version(&spec) != info.info.library_version {
                 bail!(
                     "--retime: the sources of session {session}'s spec ({}) have changed since \
                      it was tuned; re-timing would build today's code under the old session's \

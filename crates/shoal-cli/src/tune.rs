@@ -30,14 +30,14 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     let store = open_migrated(db).await?;
     let device = choose_device(&spec, args.device.as_deref(), args.devices)?;
     let location = SpecLocation::Path(spec.absolute_path().display().to_string());
-    let identity = shoal_actors::load::session_for(
+    let identity = shoal_commands::spec::session_for(
         &spec,
         &location,
         (&device.arch, device.num_cu),
         &args.reason,
         args.max_retries,
     );
-    let loaded = shoal_actors::load::load(&*store, &spec, &identity).await?;
+    let loaded = shoal_commands::spec::load(&*store, &spec, &identity).await?;
     let session = loaded.session.id;
     eprintln!(
         "session {session} ({}): {} on {} ({} {}, {} units): {} candidates over {} shapes, from {} builds (one per distinct set of compile-time parameters){}",

@@ -585,7 +585,9 @@ fn user_db_names_follow_miopen() {
             .build_dev
     );
     for bad in ["3.3", "2a1e2f3", "3.x.0-abc", "3.3.0-", ""] {
-        let e = shoal_miopen::export::user_db_names("gfx942", 304, bad).unwrap_err();
+        let e = shoal_miopen::export::user_db_names("gfx942", 304, bad)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("tweak"), "{bad}: {e}");
     }
 }

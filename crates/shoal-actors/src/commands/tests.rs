@@ -1,10 +1,9 @@
-//! The command inbox on the in-process bus and an in-memory store: once per id, answers,
-//! dead letters, and each kind of command applied.
-
-use std::time::Duration;
+//! The command inbox's loop on the in-process bus and an in-memory store: a command published
+//! twice answered alike, dead letters, the wait for a store outage. (Each kind of command's
+//! answer is tested in `shoal-commands`.)
 
 use shoal_bus::{Consumer, MemoryBus};
-use shoal_model::command::CommandRequest;
+use shoal_model::command::{Command, CommandOutcome, CommandReply, CommandRequest};
 use shoal_model::queue::Namespace;
 use shoal_store::SqliteStore;
 
@@ -173,17 +172,6 @@ async fn a_command_published_twice_is_applied_once_and_answered_alike() {
 }
 
 #[tokio::test]
-async fn a_spec_that_does_not_parse_is_answered_with_why() {
-    let mut w = world().await;
-    w.send(&w.load_spec("bad", "name = \"x\"\nshapez = 3\n"))
-        .await;
-    let replies = w.serve_for(1).await;
-    let err = replies[0].result.clone().unwrap_err().reason;
-    assert!(err.contains("shapez"), "{err}");
-    assert!(w.store.sessions().await.unwrap().is_empty());
-}
-
-#[tokio::test]
 async fn forged_malformed_and_misdirected_commands_are_dead_lettered_with_their_reason() {
     let mut w = world().await;
     std::fs::write(w.dir.path().join("k.c"), "").unwrap();
@@ -220,114 +208,6 @@ async fn forged_malformed_and_misdirected_commands_are_dead_lettered_with_their_
     // None of them was applied: one session, from `ok1`.
     assert_eq!(w.store.sessions().await.unwrap().len(), 1);
     assert_eq!(w.store.command_reply("e1").await.unwrap(), None);
-}
-
-/// The MIOpen workflow's loading steps, as commands: configs (twice: the second time they are
-/// present), solvers, a session (twice: the second finds it), jobs, and a refusal that names why.
-#[tokio::test]
-async fn the_miopen_loading_steps_are_applied_as_commands() {
-    let mut w = world().await;
-    let configs: Vec<shoal_model::NewConfig> = [
-        "./bin/MIOpenDriver conv -n 32 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 1 -j 1 -m conv -g 1 -F 1 -t 1",
-        "./bin/MIOpenDriver conv -n 32 -c 64 -H 56 -W 56 -k 256 -y 1 -x 1 -p 0 -q 0 -u 1 -v 1 -l 1 -j 1 -m conv -g 1 -F 1 -t 1",
-    ]
-    .iter()
-    .map(|line| match shoal_miopen::driver::parse_line(line).unwrap() {
-        shoal_miopen::driver::LineKind::Conv { configs, .. } => shoal_model::NewConfig {
-            kind: "conv".into(),
-            key: shoal_miopen::driver::driver_line(&configs[0]),
-            params: configs[0].to_params(),
-            tags: vec!["net".into()],
-        },
-        other => panic!("{other:?}"),
-    })
-    .collect();
-    let builtin: Vec<shoal_model::NewSolver> = shoal_miopen::solvers::all()
-        .iter()
-        .map(|s| shoal_model::NewSolver {
-            name: s.name.to_string(),
-            tunable: s.tunable,
-        })
-        .collect();
-    let tunable = builtin.iter().filter(|s| s.tunable).count() as u64;
-    let identity = shoal_model::NewSession {
-        reason: "e2e".into(),
-        arch: "gfx90a".into(),
-        num_cu: 110,
-        backend: shoal_model::Backend::Miopen,
-        spec: String::new(),
-        spec_path: String::new(),
-        library_version: "3.2.0".into(),
-        driver_version: "6.2.0".into(),
-        max_retries: 3,
-    };
-    let load_jobs = |tag: &str| Command::LoadJobs {
-        session: None,
-        tag: tag.into(),
-        fin_steps: vec!["miopen_perf_compile".into(), "miopen_perf_eval".into()],
-        solvers: Vec::new(),
-        only_applicable: false,
-        reason: "e2e".into(),
-    };
-    let commands = [
-        Command::ImportConfigs {
-            configs: configs.clone(),
-        },
-        Command::ImportConfigs {
-            configs: configs[..1].to_vec(),
-        },
-        Command::UpdateSolvers { solvers: builtin },
-        Command::CreateSession {
-            identity: identity.clone(),
-        },
-        Command::CreateSession { identity },
-        load_jobs("net"),
-        load_jobs("no-such-tag"),
-    ];
-    for (i, command) in commands.into_iter().enumerate() {
-        let mut req = w.load_spec(&format!("m{i}"), "");
-        req.command = command;
-        w.send(&req).await;
-    }
-    let replies: Vec<_> = w.serve_for(7).await.into_iter().map(|r| r.result).collect();
-    let session = shoal_model::SessionId(1);
-    assert_eq!(
-        replies[..6],
-        [
-            Ok(CommandOutcome::ConfigsImported {
-                created: 2,
-                present: 0
-            }),
-            Ok(CommandOutcome::ConfigsImported {
-                created: 0,
-                present: 1
-            }),
-            Ok(CommandOutcome::SolversUpdated {
-                solvers: shoal_miopen::solvers::all().len() as u64,
-                tunable,
-                created: shoal_miopen::solvers::all().len() as u64,
-            }),
-            Ok(CommandOutcome::SessionReady {
-                session,
-                existed: false
-            }),
-            Ok(CommandOutcome::SessionReady {
-                session,
-                existed: true
-            }),
-            Ok(CommandOutcome::JobsLoaded {
-                session,
-                configs: 2,
-                candidates: 2 * tunable,
-                created: 2 * tunable,
-                not_applicable_skipped: 0,
-            }),
-        ]
-    );
-    let refused = replies[6].clone().unwrap_err().reason;
-    assert!(refused.contains("no-such-tag"), "{refused}");
-    let counts = w.store.state_counts(session).await.unwrap();
-    assert_eq!(counts.values().sum::<u64>(), 2 * tunable, "{counts:?}");
 }
 
 /// The wait for an unreachable store: a backend error is retried until the store answers; any
@@ -375,117 +255,4 @@ async fn a_command_waits_out_a_store_outage_and_no_longer() {
     .await;
     assert!(gave_up.is_err());
     assert!(t0.elapsed() >= Duration::from_secs(20) && t0.elapsed() < Duration::from_secs(26));
-}
-
-#[tokio::test]
-async fn a_spec_shipped_with_its_files_is_loaded_from_them_and_read_back_anywhere() {
-    use shoal_model::shipped::{sha256_hex, Tree, TreeFile};
-    let mut w = world().await;
-    let spec_text = format!("sources = [\"../src/k.c\"]\n{SPEC}");
-    let source = b"int main(void){return 0;}\n".to_vec();
-    let entry = |path: &str, bytes: &[u8]| TreeFile {
-        path: path.into(),
-        sha256: sha256_hex(bytes),
-        size: bytes.len() as u64,
-        executable: false,
-    };
-    let tree = Tree::new(vec![
-        entry("specs/spec.toml", spec_text.as_bytes()),
-        entry("src/k.c", &source),
-    ])
-    .unwrap();
-    let listing = tree.encode();
-    let reply_to = w.reply_to.clone();
-    let request = |id: &str, command: Command| CommandRequest {
-        id: id.into(),
-        reply_to: reply_to.clone(),
-        command,
-    };
-    let asked: Vec<(String, u64)> = tree
-        .files()
-        .iter()
-        .map(|f| (f.sha256.clone(), f.size))
-        .chain([(tree.address(), listing.len() as u64)])
-        .collect();
-    let load = |id: &str, address: String| {
-        request(
-            id,
-            Command::LoadShippedSpec {
-                tree: address,
-                spec: "specs/spec.toml".into(),
-                arch: "x86_64".into(),
-                num_cu: 2,
-                reason: "test".into(),
-                max_retries: 0,
-            },
-        )
-    };
-    // Before any file: all missing, and a load names what is not stored.
-    w.send(&request(
-        "m1",
-        Command::MissingFiles {
-            files: asked.clone(),
-        },
-    ))
-    .await;
-    w.send(&load("l0", tree.address())).await;
-    let replies = w.serve_for(2).await;
-    assert_eq!(
-        replies[0].result,
-        Ok(CommandOutcome::FilesMissing {
-            sha256: asked.iter().map(|(s, _)| s.clone()).collect()
-        })
-    );
-    let err = replies[1].result.clone().unwrap_err().reason;
-    assert!(err.contains("not stored whole"), "{err}");
-    for (i, bytes) in [spec_text.as_bytes(), &source, &listing].iter().enumerate() {
-        w.send(&request(
-            &format!("p{i}"),
-            Command::PutFilePart {
-                sha256: sha256_hex(bytes),
-                size: bytes.len() as u64,
-                part: 0,
-                bytes: bytes.to_vec(),
-            },
-        ))
-        .await;
-    }
-    w.send(&request("m2", Command::MissingFiles { files: asked }))
-        .await;
-    w.send(&load("l1", tree.address())).await;
-    let replies = w.serve_for(5).await;
-    for stored in &replies[..3] {
-        assert_eq!(
-            stored.result,
-            Ok(CommandOutcome::FilePartStored { complete: true })
-        );
-    }
-    assert_eq!(
-        replies[3].result,
-        Ok(CommandOutcome::FilesMissing { sha256: vec![] })
-    );
-    let Ok(CommandOutcome::SpecLoaded {
-        session,
-        jobs_total,
-        ..
-    }) = replies[4].result
-    else {
-        panic!("{:?}", replies[4]);
-    };
-    assert_eq!(jobs_total, 6);
-    let info = w.store.session(session).await.unwrap().unwrap().info;
-    assert_eq!(
-        info.spec_path,
-        format!("shipped:{}/specs/spec.toml", tree.address())
-    );
-    // Another process (a worker) reads the spec from the tree it writes from the store: the
-    // source it hashes is the shipped one.
-    // (The tree's directory lives as long as the process's backends.)
-    let backends = crate::backends::SessionBackends::default();
-    let spec = backends.spec(&*w.store, session).await.unwrap();
-    assert_eq!(
-        spec.source_hashes,
-        vec![("../src/k.c".into(), sha256_hex(&source))]
-    );
-    assert!(spec.dir.join("../src/k.c").exists());
 }

@@ -24,7 +24,7 @@ fn scratch(db: &Path) -> anyhow::Result<std::path::PathBuf> {
 }
 
 async fn ask_fin(fin: &Path, db: &Path, input: &str) -> anyhow::Result<fin::FinOutput> {
-    Ok(shoal_actors::load_jobs::ask_fin(fin, &scratch(db)?, input).await?)
+    Ok(shoal_backend::miopen::ask_fin(fin, &scratch(db)?, input).await?)
 }
 
 pub async fn solvers_update(
@@ -117,14 +117,12 @@ pub async fn applicability_update(
         let session = session_or_newest(&*store, session).await?.id;
         crate::host::confine_children(None)?;
         let fin = fin_path(fin_flag);
-        let done = shoal_actors::load_jobs::update_applicability(
-            &*store,
-            session,
-            tag,
-            &fin,
-            &scratch(db)?,
-        )
-        .await?;
+        let scratch = scratch(db)?;
+        let ask_fin = |input: String| {
+            let (fin, scratch) = (&fin, &scratch);
+            async move { shoal_backend::miopen::ask_fin(fin, scratch, &input).await }
+        };
+        let done = shoal_miopen::load::update_applicability(&*store, session, tag, ask_fin).await?;
         (
             session,
             done.configs as u64,

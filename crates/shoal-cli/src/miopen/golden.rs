@@ -67,7 +67,7 @@ pub fn import(golden: &Path, v: u32, from: &Path, force: bool) -> anyhow::Result
     );
     // Each file is checked as a merge base is, before anything is copied.
     for name in &names {
-        check_database(&from.join(name))?;
+        shoal_miopen::export::read::check_database(&from.join(name))?;
     }
     let dir = version_dir(golden, v);
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -81,26 +81,6 @@ pub fn import(golden: &Path, v: u32, from: &Path, force: bool) -> anyhow::Result
         names.join(", ")
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Reads one database file as a merge base would, so a corrupt one is refused by name.
-fn check_database(path: &Path) -> anyhow::Result<()> {
-    use shoal_miopen::export::merge;
-    let name = path.display();
-    let text = || std::fs::read_to_string(path).with_context(|| format!("reading {name}"));
-    let p = path.to_string_lossy();
-    if p.ends_with(".fdb.txt") {
-        merge::parse_find_db(&text()?).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-    } else if p.ends_with(".db.txt") {
-        merge::parse_perf_db_text(&text()?).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-    } else if p.ends_with(".db") {
-        merge::read_perf_db_sqlite(path)
-            .map_err(|e| anyhow::anyhow!("{name}: not a readable perf db: {e}"))?;
-    } else if p.ends_with(".kdb") {
-        shoal_miopen::export::check_kdb(path)
-            .map_err(|e| anyhow::anyhow!("{name}: not a readable kernel db: {e}"))?;
-    }
-    Ok(())
 }
 
 /// `shoal golden update`: the session merged into version V (created if missing), or with

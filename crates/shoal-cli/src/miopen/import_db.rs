@@ -12,12 +12,11 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use shoal_miopen::export::merge::FindDb;
+use shoal_miopen::export::read::{self as db_dir, BaseFiles, PerfUnion};
 use shoal_miopen::keys::{parse_find_db_key, parse_perf_db_key, perf_db_key};
 use shoal_miopen::naming::split_db_base_name;
 use shoal_model::{ConfigId, NewConfig};
 use shoal_store::{DbImportId, DbRecord, DbValue, NewDbImport, Store};
-
-use super::db_dir::{self, BaseFiles, PerfUnion};
 
 /// Configs per `upsert_configs` call, as `import-configs` writes them.
 const CHUNK: usize = shoal_model::command::MAX_CONFIGS_PER_COMMAND;
@@ -113,7 +112,7 @@ pub async fn import(
         let (arch, num_cu) = split_db_base_name(&files.base)
             .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join(&files.base).display()))?;
         let find = match &files.find {
-            Some(p) => Some(db_dir::read_find(p)?),
+            Some(p) => Some(db_dir::read_find_db(p)?),
             None => None,
         };
         let perf = db_dir::read_perf(files)?;

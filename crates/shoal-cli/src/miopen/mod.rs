@@ -3,7 +3,6 @@
 //! databases of other versions: imported (`import-db`), kept as golden versions, compared
 //! (`miopen report`).
 
-mod db_dir;
 pub mod export;
 pub mod fin_steps;
 pub mod golden;
@@ -448,7 +447,7 @@ pub async fn jobs(cmd: JobsCommand, db: &Path) -> anyhow::Result<ExitCode> {
     } else {
         let store = open_existing(db).await?;
         let session = session_or_newest(&*store, session).await?.id;
-        let req = shoal_actors::load_jobs::JobsLoad {
+        let req = shoal_miopen::load::JobsLoad {
             session,
             tag,
             fin_steps,
@@ -456,7 +455,7 @@ pub async fn jobs(cmd: JobsCommand, db: &Path) -> anyhow::Result<ExitCode> {
             only_applicable: !all,
             reason,
         };
-        let loaded = shoal_actors::load_jobs::load(&*store, &req).await?;
+        let loaded = shoal_miopen::load::load(&*store, &req).await?;
         (
             session,
             loaded.configs as u64,

@@ -9,10 +9,10 @@ use anyhow::Context;
 use clap::Args;
 use shoal_export::files::OutputDir;
 use shoal_miopen::export::merge::{session_find_db, session_perf_db, FindDb};
+use shoal_miopen::export::read as db_dir;
 use shoal_miopen::naming::{db_base_name, split_db_base_name};
 use shoal_store::{DbImportId, Store};
 
-use super::db_dir;
 use super::report::{self, Version};
 
 /// Configs listed in the terminal summary; the CSV has every row.
@@ -168,8 +168,7 @@ async fn read(
         Source::Dir(dir) => read_dir(&dir, device),
         Source::Session(n) => {
             let session = crate::store_open::session_or_newest(store()?, Some(n)).await?;
-            let entries =
-                shoal_actors::miopen_export::Entries::of(store()?, &session, None).await?;
+            let entries = shoal_miopen::export::Entries::of(store()?, &session, None).await?;
             Ok(Side {
                 name: format!("session {n}"),
                 device: (session.info.arch.clone(), session.info.num_cu),
@@ -233,7 +232,7 @@ fn read_dir(dir: &Path, device: Option<&(String, u32)>) -> anyhow::Result<Side> 
     let device = split_db_base_name(&files.base)
         .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join(&files.base).display()))?;
     let find = match &files.find {
-        Some(p) => db_dir::read_find(p)?.0,
+        Some(p) => db_dir::read_find_db(p)?.0,
         None => FindDb::new(),
     };
     let perf = db_dir::read_perf(files)?;

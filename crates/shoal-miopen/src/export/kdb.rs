@@ -56,15 +56,24 @@ pub fn merge_kdb(base: &Path, path: &Path, entries: &[KdbEntry]) -> Result<usize
     insert_kdb(path, entries, false)
 }
 
-/// The number of kernels in the kernel db at `path`, read-only: an error if it is not one.
+/// The number of kernels in the kernel db at `path`, read-only: an error naming the file if it
+/// is not one.
 pub fn check_kdb(path: &Path) -> Result<usize, ExportError> {
-    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let n = conn.query_row(
-        "SELECT COUNT(*) FROM kern_db WHERE kernel_name IS NOT NULL",
-        [],
-        |r| r.get::<_, i64>(0),
-    )?;
-    Ok(n as usize)
+    let count = || -> rusqlite::Result<i64> {
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        conn.query_row(
+            "SELECT COUNT(*) FROM kern_db WHERE kernel_name IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+    };
+    match count() {
+        Ok(n) => Ok(n as usize),
+        Err(source) => Err(ExportError::KernDb {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// Inserts `entries` into the kernel db at `path`, creating its tables first if `create`.

@@ -1,5 +1,19 @@
-//! The three databases MIOpen reads tuning results from, written byte-compatibly with what
-//! MITuna's `export_db` ships and MIOpen ≥ 3.2 reads (`docs/miopen-formats.md` §2–§4, §9;
+//! MIOpen's databases, from a session's results to the files MIOpen reads: the one home of
+//! MIOpen export in Shoal. `shoal export` calls it for a local store, the exporter role for
+//! `shoal export --cluster`, `shoal golden update` to fold a session into a golden version, and
+//! `shoal import-db` and `shoal miopen report` to read databases back.
+//!
+//! | module | what |
+//! |---|---|
+//! | `find_db`, `perf_db`, `kdb` | the four files, written byte-compatibly with MITuna's `export_db` (below) |
+//! | [`merge`] | a session merged into existing databases without losing what they hold |
+//! | [`read`] | databases read back and checked: one file, or a directory of several devices' |
+//! | [`base`] | the databases of `--base DIR`, read and checked before anything is written |
+//! | [`entries`] | a session's find, perf and kernel entries, from its evaluated jobs in the store |
+//! | [`writing`] | which files an export writes, and writing them, merged or alone |
+//! | [`selected`] | the export with `shoal export`'s options ([`export_selected`]) |
+//!
+//! The four files, as MIOpen ≥ 3.2 reads them (`docs/miopen-formats.md` §2–§4, §9;
 //! `docs/mituna.md` §5):
 //!
 //! | file | writer | content |
@@ -9,25 +23,34 @@
 //! | `<base>.db` | [`write_perf_db_sqlite`] | the same perf db as SQLite (`config` + `perf_db` tables) |
 //! | `<base>.kdb` | [`write_kdb`] | kernel db: bzip2'd code objects keyed by file name and compile options |
 //!
-//! Inputs are plain records ([`FindDbEntry`], [`PerfDbEntry`], [`KdbEntry`]) so the exporter
-//! does not care where results came from; [`find_entries`], [`perf_entries`] and
-//! [`KdbEntry::from_kernel_object`] build them from fin's eval output. When the same
-//! (problem, solver) appears twice, the **first** record wins, as in MITuna, whose query lists
-//! the newest row first: pass newest first.
+//! Inputs are plain records ([`FindDbEntry`], [`PerfDbEntry`], [`KdbEntry`]) so the writers do
+//! not care where results came from; [`find_entries`], [`perf_entries`] and
+//! [`KdbEntry::from_kernel_object`] build them from fin's eval output, [`entries::Entries`] from
+//! a session in the store. When the same (problem, solver) appears twice, the **first** record
+//! wins, as in MITuna, whose query lists the newest row first: pass newest first.
 //!
 //! Everything is deterministic: the text files sort their lines by key (byte order) and the
 //! SQLite files assign ids in the order MITuna would (problems in find-db key order).
 
+pub mod base;
+pub mod entries;
+mod error;
 mod find_db;
 mod kdb;
 pub mod merge;
 mod perf_db;
+pub mod read;
+pub mod selected;
+pub mod writing;
 
+pub use entries::{Entries, ReadKernels};
+pub use error::{ArtifactError, ExportError, GrammarError, RecordProblem, VersionError};
 pub use find_db::{find_db_kept, find_db_text, format_time, FIND_DB_TOP};
 pub use kdb::{check_kdb, merge_kdb, write_kdb, KDB_DDL};
 pub use perf_db::{
     perf_db_text, write_perf_db_rows, write_perf_db_sqlite, PerfDbCounts, PERF_DB_DDL,
 };
+pub use selected::{export_selected, Which};
 
 use crate::fin::{decode_blob, EvalResult, FinError, KernelObject};
 use crate::problem::ConvConfig;
@@ -119,7 +142,7 @@ pub fn shipped_kdb_name(arch: &str) -> String {
 /// suffix `HIP.<major>_<minor>_<patch>_<tweak>` carries the tweak (the git hash), or `3.2.0`
 /// for a `BUILD_DEV` build, whose suffix is `HIP.<major>_<minor>_<patch>` ([`UserDbNames`]
 /// says which).
-pub fn user_db_names(arch: &str, num_cu: u32, version: &str) -> Result<ExportNames, String> {
+pub fn user_db_names(arch: &str, num_cu: u32, version: &str) -> Result<ExportNames, VersionError> {
     user_db_names_of(arch, num_cu, version).map(|n| n.names)
 }
 
@@ -132,7 +155,11 @@ pub struct UserDbNames {
 }
 
 /// [`user_db_names`], saying whether the names are a `BUILD_DEV` build's.
-pub fn user_db_names_of(arch: &str, num_cu: u32, version: &str) -> Result<UserDbNames, String> {
+pub fn user_db_names_of(
+    arch: &str,
+    num_cu: u32,
+    version: &str,
+) -> Result<UserDbNames, VersionError> {
     let parts: Vec<&str> = version.split(['.', '-']).collect();
     let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let (suffix, build_dev) = match parts.as_slice() {
@@ -145,11 +172,9 @@ pub fn user_db_names_of(arch: &str, num_cu: u32, version: &str) -> Result<UserDb
             (format!("HIP.{major}_{minor}_{patch}"), true)
         }
         _ => {
-            return Err(format!(
-                "MIOpen version `{version}`: user-db names need major.minor.patch and, for a \
-                 release build, the tweak (e.g. 3.2.0-2a1e2f3, from MIOpen's version.h; 3.2.0 \
-                 names a BUILD_DEV build's)"
-            ))
+            return Err(VersionError {
+                version: version.to_string(),
+            })
         }
     };
     let base = crate::naming::db_base_name(arch, num_cu);
@@ -162,21 +187,6 @@ pub fn user_db_names_of(arch: &str, num_cu: u32, version: &str) -> Result<UserDb
         },
         build_dev,
     })
-}
-
-/// Writing a database failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    /// A perf-db key that does not have the 24 `x`-separated fields of a `config` row.
-    #[error("perf-db key {0:?} does not split into the 24 columns of a config row")]
-    BadKey(String),
 }
 
 /// Find-db entries from fin's `miopen_find_eval_result` (or `miopen_perf_eval_result`) of one

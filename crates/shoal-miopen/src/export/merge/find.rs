@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::{lines_of, MergeCounts, Policy};
 use crate::export::find_db::{format_time, FIND_DB_TOP};
-use crate::export::FindDbEntry;
+use crate::export::{FindDbEntry, GrammarError, RecordProblem};
 use crate::keys::find_db_key;
 
 /// One record of a find-db line: `SOLVER:TIME,WORKSPACE,ALGO`.
@@ -40,30 +40,33 @@ pub type FindDb = BTreeMap<String, Vec<FindRecord>>;
 
 /// Reads a find db (`<base>.HIP.fdb.txt`). A solver's second record on a line is dropped, as
 /// MIOpen's reader drops it; a key's second line adds the solvers the first did not have.
-pub fn parse_find_db(text: &str) -> Result<FindDb, String> {
+pub fn parse_find_db(text: &str) -> Result<FindDb, GrammarError> {
     let mut db = FindDb::new();
     for line in lines_of(text) {
         let line = line?;
         let records = db.entry(line.key.to_string()).or_default();
         for v in line.items {
-            let n = line.number;
-            let bad = |why: &str| format!("line {n}: record `{v}`: {why}");
+            let bad = |problem| GrammarError::Record {
+                line: line.number,
+                record: v.to_string(),
+                problem,
+            };
             let (solver, rest) = v
                 .split_once(':')
-                .ok_or_else(|| bad("no `:` after the solver"))?;
+                .ok_or_else(|| bad(RecordProblem::NoSolver))?;
             let fields: Vec<&str> = rest.split(',').collect();
             let [time, workspace, algorithm] = fields[..] else {
-                return Err(bad("not TIME,WORKSPACE,ALGO"));
+                return Err(bad(RecordProblem::Fields));
             };
             if !algorithm.starts_with("miopenConvolution") {
-                return Err(bad("the algorithm is not a miopenConvolution… name"));
+                return Err(bad(RecordProblem::Algorithm));
             }
             let record = FindRecord {
                 solver: solver.to_string(),
-                time_ms: time.parse().map_err(|_| bad("time is not a number"))?,
+                time_ms: time.parse().map_err(|_| bad(RecordProblem::Time))?,
                 workspace: workspace
                     .parse()
-                    .map_err(|_| bad("workspace is not a count"))?,
+                    .map_err(|_| bad(RecordProblem::Workspace))?,
                 algorithm: algorithm.to_string(),
                 text: v.to_string(),
             };
@@ -204,17 +207,23 @@ K2=C:5,8,miopenConvolutionFwdAlgoWinograd\n";
 C:3,0,miopenConvolutionFwdAlgoDirect;D:4,0,miopenConvolutionFwdAlgoDirect;\
 E:5,0,miopenConvolutionFwdAlgoDirect;F:6,0,miopenConvolutionFwdAlgoDirect\n";
         assert_eq!(find_db_text_of(&parse_find_db(odd).unwrap()), odd);
-        let e = parse_find_db("K1=A:1,0\n").unwrap_err();
+        let e = parse_find_db("K1=A:1,0\n").unwrap_err().to_string();
         assert!(
             e.contains("line 1") && e.contains("TIME,WORKSPACE,ALGO"),
             "{e}"
         );
-        let e = parse_find_db("K1=A:1,0,miopenConvolutionFwdAlgoDirect\nnot a line\n").unwrap_err();
+        let e = parse_find_db("K1=A:1,0,miopenConvolutionFwdAlgoDirect\nnot a line\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 2"), "{e}");
         let cut = &BASE[..BASE.len() - 10];
         let e = parse_find_db(cut).unwrap_err();
+        assert_eq!(e, GrammarError::Truncated { line: 2 });
+        let e = e.to_string();
         assert!(e.contains("line 2") && e.contains("truncated"), "{e}");
-        let e = parse_find_db("K1=A:1,0,miopenConv\n").unwrap_err();
+        let e = parse_find_db("K1=A:1,0,miopenConv\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("miopenConvolution"), "{e}");
     }
 

@@ -26,6 +26,8 @@
 mod find;
 mod perf;
 
+use super::GrammarError;
+
 pub use find::{
     find_db_text_of, merge_find_db, parse_find_db, session_find_db, FindDb, FindRecord,
 };
@@ -91,26 +93,26 @@ struct Line<'t> {
 /// Splits `KEY=VALUE;VALUE…` lines, naming the line at fault. Every line of these files ends
 /// with a newline (MIOpen and MITuna write one after each), so a last line without one is a
 /// truncated file, refused rather than merged half.
-fn lines_of(text: &str) -> impl Iterator<Item = Result<Line<'_>, String>> {
+fn lines_of(text: &str) -> impl Iterator<Item = Result<Line<'_>, GrammarError>> {
     let truncated = (!text.is_empty() && !text.ends_with('\n')).then(|| {
-        Err(format!(
-            "line {}: no end of line: the file is truncated",
-            text.lines().count()
-        ))
+        Err(GrammarError::Truncated {
+            line: text.lines().count(),
+        })
     });
     truncated.into_iter().chain(
         text.lines()
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, line)| {
+                let number = i + 1;
                 let (key, values) = line
                     .split_once('=')
-                    .ok_or_else(|| format!("line {}: no `=` between key and records", i + 1))?;
+                    .ok_or(GrammarError::NoEquals { line: number })?;
                 if key.is_empty() {
-                    return Err(format!("line {}: empty key", i + 1));
+                    return Err(GrammarError::EmptyKey { line: number });
                 }
                 Ok(Line {
-                    number: i + 1,
+                    number,
                     text: line,
                     key,
                     items: values.split(';').collect(),

@@ -8,7 +8,7 @@ use rusqlite::{params_from_iter, types::Value as SqlValue, Connection, OpenFlags
 use super::find::FindDb;
 use super::{lines_of, MergeCounts, Policy};
 use crate::export::perf_db::key_columns;
-use crate::export::{remove_existing, ExportError, PerfDbCounts, PerfDbEntry};
+use crate::export::{remove_existing, ExportError, GrammarError, PerfDbCounts, PerfDbEntry};
 use crate::keys::{parse_find_db_key, perf_db_key};
 
 /// A perf db: per x-joined key, per solver, the params.
@@ -21,13 +21,15 @@ pub type PerfRow = (String, String, String);
 pub type Times = HashMap<(String, String), f32>;
 
 /// Reads a text perf db (`<base>.db.txt`).
-pub fn parse_perf_db_text(text: &str) -> Result<PerfDb, String> {
+pub fn parse_perf_db_text(text: &str) -> Result<PerfDb, GrammarError> {
     parse_perf_db_text_lines(text).map(|(db, _)| db)
 }
 
 /// Reads a text perf db, and keeps each key's line as it is, so a line a merge leaves alone is
 /// written back byte for byte (not for a key on several lines: that one is written anew).
-pub fn parse_perf_db_text_lines(text: &str) -> Result<(PerfDb, BTreeMap<String, String>), String> {
+pub fn parse_perf_db_text_lines(
+    text: &str,
+) -> Result<(PerfDb, BTreeMap<String, String>), GrammarError> {
     let mut db = PerfDb::new();
     let mut lines: BTreeMap<String, String> = BTreeMap::new();
     let mut repeated: Vec<String> = Vec::new();
@@ -41,8 +43,9 @@ pub fn parse_perf_db_text_lines(text: &str) -> Result<(PerfDb, BTreeMap<String, 
         }
         let pairs = db.entry(line.key.to_string()).or_default();
         for v in line.items {
-            let (solver, params) = v.split_once(':').ok_or_else(|| {
-                format!("line {}: pair `{v}`: no `:` after the solver", line.number)
+            let (solver, params) = v.split_once(':').ok_or_else(|| GrammarError::Pair {
+                line: line.number,
+                pair: v.to_string(),
             })?;
             pairs
                 .entry(solver.to_string())
@@ -57,7 +60,7 @@ pub fn parse_perf_db_text_lines(text: &str) -> Result<(PerfDb, BTreeMap<String, 
 
 /// The rows of a SQLite perf db (`<base>.db`, or a user `_1.1.0.udb`) in `perf_db.id` order,
 /// read-only, keys as MIOpen's `sqlite2txt` makes them.
-pub fn read_perf_db_rows(path: &Path) -> Result<Vec<PerfRow>, ExportError> {
+pub fn read_perf_db_rows(path: &Path) -> rusqlite::Result<Vec<PerfRow>> {
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let mut st = conn.prepare(
         "SELECT c.spatial_dim, c.in_channels, c.in_h, c.in_w, c.in_d, c.fil_h, c.fil_w, \
@@ -81,10 +84,15 @@ pub fn read_perf_db_rows(path: &Path) -> Result<Vec<PerfRow>, ExportError> {
     Ok(out)
 }
 
-/// Reads a SQLite perf db as a [`PerfDb`] (the first row per key and solver).
+/// Reads a SQLite perf db as a [`PerfDb`] (the first row per key and solver); an error naming
+/// the file if it is not one.
 pub fn read_perf_db_sqlite(path: &Path) -> Result<PerfDb, ExportError> {
+    let rows = read_perf_db_rows(path).map_err(|source| ExportError::PerfDb {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut db = PerfDb::new();
-    for (key, solver, params) in read_perf_db_rows(path)? {
+    for (key, solver, params) in rows {
         db.entry(key).or_default().entry(solver).or_insert(params);
     }
     Ok(db)
@@ -356,7 +364,7 @@ mod tests {
         // The merged db merged again: nothing changes.
         let (_, again) = merge_perf_db(&newer, &session, times, Policy::Newer);
         assert!(!again.changed(), "{again}");
-        let e = parse_perf_db_text("P1=A\n").unwrap_err();
+        let e = parse_perf_db_text("P1=A\n").unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("`A`"), "{e}");
     }
 

@@ -1,13 +1,66 @@
-//! A directory of MIOpen databases as `import-db --store` and `miopen report` read it: its files
-//! grouped by base name (`gfx942130.HIP.fdb.txt`, `gfx942130.db` and `gfx942130.db.txt` are one
-//! device's), each read with the parsers `shoal export --base` uses, so a file that does not
-//! follow MIOpen's grammar is refused the same way, naming its line.
+//! MIOpen's databases read back and checked, with the same parsers a merge uses, so a file that
+//! does not follow MIOpen's grammar is refused the same way everywhere, naming its file and
+//! line: one file ([`read_find_db`], [`read_perf_db_text`], [`merge::read_perf_db_sqlite`],
+//! [`super::check_kdb`], or [`check_database`] by its name), or a directory of several devices'
+//! databases grouped by base name (`gfx942130.HIP.fdb.txt`, `gfx942130.db` and
+//! `gfx942130.db.txt` are one device's), as `shoal import-db --store` and `shoal miopen report`
+//! read it ([`scan`], [`read_perf`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use shoal_miopen::export::merge::{self, FindDb, PerfDb};
+use super::merge::{self, FindDb, PerfDb};
+use super::ExportError;
+
+/// A file's text.
+fn text_of(path: &Path) -> Result<String, ExportError> {
+    std::fs::read_to_string(path).map_err(|source| ExportError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The error of a file that does not follow the grammar.
+fn grammar(path: &Path) -> impl FnOnce(super::GrammarError) -> ExportError + '_ {
+    move |source| ExportError::Grammar {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Reads a find db, and its text as it is.
+pub fn read_find_db(path: &Path) -> Result<(FindDb, String), ExportError> {
+    let text = text_of(path)?;
+    let db = merge::parse_find_db(&text).map_err(grammar(path))?;
+    Ok((db, text))
+}
+
+/// Reads a text perf db, each key's line as it is ([`merge::parse_perf_db_text_lines`]), and
+/// its text.
+pub fn read_perf_db_text(
+    path: &Path,
+) -> Result<(PerfDb, BTreeMap<String, String>, String), ExportError> {
+    let text = text_of(path)?;
+    let (db, lines) = merge::parse_perf_db_text_lines(&text).map_err(grammar(path))?;
+    Ok((db, lines, text))
+}
+
+/// Reads one database file in full as a merge base is read, its format told by its name
+/// (`*.fdb.txt`, `*.db.txt`, `*.db`, `*.kdb`), so a corrupt one is refused by name. Other files
+/// pass.
+pub fn check_database(path: &Path) -> Result<(), ExportError> {
+    let name = path.to_string_lossy();
+    if name.ends_with(".fdb.txt") {
+        read_find_db(path)?;
+    } else if name.ends_with(".db.txt") {
+        read_perf_db_text(path)?;
+    } else if name.ends_with(".db") {
+        merge::read_perf_db_sqlite(path)?;
+    } else if name.ends_with(".kdb") {
+        super::check_kdb(path)?;
+    }
+    Ok(())
+}
 
 /// The find db's suffix: MIOpen's HIP backend (the OpenCL one is legacy and not read here).
 const FIND_DB: &str = ".HIP.fdb.txt";
@@ -38,12 +91,15 @@ impl BaseFiles {
 
 /// The databases of a directory by base name, and the names of the other files it holds
 /// (kernel dbs, OpenCL find dbs, anything else), which are not read.
-pub fn scan(dir: &Path) -> anyhow::Result<(Vec<BaseFiles>, Vec<String>)> {
+pub fn scan(dir: &Path) -> Result<(Vec<BaseFiles>, Vec<String>), ExportError> {
+    let unreadable = |source| ExportError::Read {
+        path: dir.to_path_buf(),
+        source,
+    };
     let mut bases: BTreeMap<String, BaseFiles> = BTreeMap::new();
     let mut others = Vec::new();
-    let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
-    for e in entries {
-        let e = e.with_context(|| format!("reading {}", dir.display()))?;
+    for e in std::fs::read_dir(dir).map_err(unreadable)? {
+        let e = e.map_err(unreadable)?;
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with('.') || !e.path().is_file() {
             continue;
@@ -71,14 +127,6 @@ pub fn scan(dir: &Path) -> anyhow::Result<(Vec<BaseFiles>, Vec<String>)> {
     Ok((bases.into_values().collect(), others))
 }
 
-/// Reads a find db, naming the file in any error.
-pub fn read_find(path: &Path) -> anyhow::Result<(FindDb, String)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let db = merge::parse_find_db(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok((db, text))
-}
-
 /// One device's perf db: the union of its SQLite and text files per (key, solver).
 #[derive(Debug, Default)]
 pub struct PerfUnion {
@@ -92,22 +140,16 @@ pub struct PerfUnion {
 /// Reads the perf dbs of `files`. Where both the SQLite and the text file hold a (key, solver),
 /// the SQLite one wins ([`merge::union_perf_db`], as a merge base is read): MIOpen builds the
 /// text file from it (`sqlite2txt`), so a text file that disagrees is the stale one.
-pub fn read_perf(files: &BaseFiles) -> anyhow::Result<PerfUnion> {
+pub fn read_perf(files: &BaseFiles) -> Result<PerfUnion, ExportError> {
     let mut union = PerfUnion::default();
     let mut text_db = None;
     if let Some(path) = &files.perf_text {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let db = merge::parse_perf_db_text(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let (db, _, text) = read_perf_db_text(path)?;
         union.text_lines = first_lines(&text);
         text_db = Some(db);
     }
     let sqlite = match &files.perf_sqlite {
-        Some(path) => Some(
-            merge::read_perf_db_sqlite(path)
-                .map_err(|e| anyhow::anyhow!("{}: not a readable perf db: {e}", path.display()))?,
-        ),
+        Some(path) => Some(merge::read_perf_db_sqlite(path)?),
         None => None,
     };
     (union.db, union.disagreeing) = match (sqlite, text_db) {
@@ -147,7 +189,7 @@ mod tests {
         std::fs::write(d.join("gfx942130.kdb"), "").unwrap();
         std::fs::write(d.join(".gfx942130.db.txt.partial"), "").unwrap();
         let conn = rusqlite::Connection::open(d.join("gfx942130.db")).unwrap();
-        for ddl in shoal_miopen::export::PERF_DB_DDL {
+        for ddl in crate::export::PERF_DB_DDL {
             conn.execute_batch(ddl).unwrap();
         }
         conn.execute_batch(

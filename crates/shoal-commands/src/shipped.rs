@@ -27,30 +27,42 @@ pub enum TreeError {
     Invalid { tree: String, reason: String },
 }
 
+/// Why a part of a shipped file was not kept.
+#[derive(Debug, thiserror::Error)]
+pub enum PartError {
+    /// The store could not be written: worth trying again.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Every part is stored, and together they do not make the file: they are forgotten.
+    #[error(
+        "the parts stored for file {sha256} do not make a file of {size} bytes with that hash; \
+         they are forgotten: send the file again"
+    )]
+    Mismatch { sha256: String, size: u64 },
+}
+
 /// Stores one part of a shipped file. `Ok(true)` once every part of it is stored and together
-/// they hash to its address; parts that do not are forgotten, and the reply says to send the
-/// file again. An outer `Err` is the store failing.
+/// they hash to its address; parts that do not are forgotten, and the error says to send the
+/// file again.
 pub async fn store_part(
     store: &dyn Store,
     sha256: &str,
     size: u64,
     part: u32,
     bytes: &[u8],
-) -> shoal_store::Result<Result<bool, String>> {
+) -> Result<bool, PartError> {
     store.put_file_part(sha256, size, part, bytes).await?;
     if store.file_parts_stored(sha256).await? < shipped::parts(size) {
-        return Ok(Ok(false));
+        return Ok(false);
     }
     match store.shipped_file(sha256).await? {
-        Some(file) if file.len() as u64 == size && shipped::sha256_hex(&file) == sha256 => {
-            Ok(Ok(true))
-        }
+        Some(file) if file.len() as u64 == size && shipped::sha256_hex(&file) == sha256 => Ok(true),
         _ => {
             store.forget_file(sha256).await?;
-            Ok(Err(format!(
-                "the parts stored for file {sha256} do not make a file of {size} bytes with that \
-                 hash; they are forgotten: send the file again"
-            )))
+            Err(PartError::Mismatch {
+                sha256: sha256.to_string(),
+                size,
+            })
         }
     }
 }
@@ -181,7 +193,6 @@ mod tests {
             let len = shipped::part_len(size, part).unwrap();
             store_part(store, &sha, size, part, &bytes[start..start + len])
                 .await
-                .unwrap()
                 .unwrap();
         }
         sha
@@ -247,13 +258,11 @@ mod tests {
         let store = shoal_store::SqliteStore::open_in_memory().unwrap();
         store.migrate().await.unwrap();
         let sha = shipped::sha256_hex(b"honest");
-        let told = store_part(&store, &sha, 6, 0, b"forged").await.unwrap();
-        assert!(told.unwrap_err().contains("send the file again"));
+        let told = store_part(&store, &sha, 6, 0, b"forged").await.unwrap_err();
+        assert!(matches!(told, PartError::Mismatch { .. }), "{told}");
+        assert!(told.to_string().contains("send the file again"));
         assert_eq!(store.file_parts_stored(&sha).await.unwrap(), 0);
-        assert!(store_part(&store, &sha, 6, 0, b"honest")
-            .await
-            .unwrap()
-            .unwrap());
+        assert!(store_part(&store, &sha, 6, 0, b"honest").await.unwrap());
         // A tree naming a file the store lacks is refused by name.
         let tree = Tree::new(vec![entry("spec.toml", b"gone", false)]).unwrap();
         let address = ship(&store, &tree.encode()).await;

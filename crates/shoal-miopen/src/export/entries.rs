@@ -1,22 +1,18 @@
-//! A MIOpen session's databases — the find db, the perf db (SQLite and text) and the kernel db,
-//! named and laid out as MIOpen reads them — from its evaluated jobs. `shoal export` writes them
-//! for a session of a local store (with its options: a tag, user dbs, a base to merge into);
-//! the exporter role writes them on `shoal export --cluster` for a MIOpen session
-//! ([`crate::exporter::serve_requests`]).
+//! A session's entries for MIOpen's databases, from its evaluated jobs in the store: find and
+//! perf entries from their measurements, kernels from their compile artifacts. The store is read
+//! through `dyn Store` only, so a local store and the cluster's export alike.
 
-mod base;
-mod selected;
-mod writing;
-pub use selected::{export_selected, Which};
-pub use writing::{Asked, Plan};
-
-use shoal_backend::miopen::parse_compiled;
-use shoal_miopen::export::{self, FindDbEntry, KdbEntry, PerfDbEntry};
-use shoal_miopen::ConvConfig;
 use shoal_model::{JobState, Outcome, Session, Step};
 use shoal_store::Store;
 
-use crate::ActorError;
+use super::{ArtifactError, ExportError, FindDbEntry, KdbEntry, PerfDbEntry};
+use crate::fin::KernelObject;
+use crate::ConvConfig;
+
+/// Reads the kernels out of a MIOpen job's artifact as the store holds it (packed). The
+/// artifact's format is the MIOpen backend's, which writes it: that crate (`shoal-backend`,
+/// `miopen::artifact_kernels`) depends on this one, so an export is handed its reader.
+pub type ReadKernels = fn(&[u8]) -> Result<Vec<KernelObject>, ArtifactError>;
 
 /// A session's find and perf entries, from its evaluated jobs: the find db from its find-eval
 /// jobs (from its perf-eval jobs when it has none, as a perf-only session always did), the perf
@@ -31,11 +27,12 @@ pub struct Entries {
 }
 
 impl Entries {
+    /// The entries of `session`'s evaluated jobs (with `tag`, of the configs carrying it only).
     pub async fn of(
         store: &dyn Store,
         session: &Session,
         tag: Option<&str>,
-    ) -> Result<Entries, ActorError> {
+    ) -> Result<Entries, ExportError> {
         let tagged: Option<std::collections::HashSet<shoal_model::ConfigId>> = match tag {
             Some(t) => {
                 let ids: std::collections::HashSet<_> = store
@@ -45,9 +42,7 @@ impl Entries {
                     .map(|c| c.id)
                     .collect();
                 if ids.is_empty() {
-                    return Err(ActorError::Other(format!(
-                        "--tag {t}: no config carries this tag"
-                    )));
+                    return Err(ExportError::NoConfigWithTag(t.to_string()));
                 }
                 Some(ids)
             }
@@ -77,8 +72,11 @@ impl Entries {
                 Step::MiopenFindEval => (true, false),
                 _ => (!find_session, true),
             };
-            let config = ConvConfig::from_params(&r.config_params)
-                .map_err(|err| ActorError::Other(format!("config {}: {err}", r.config)))?;
+            let config =
+                ConvConfig::from_params(&r.config_params).map_err(|err| ExportError::Config {
+                    config: r.config,
+                    reason: err.to_string(),
+                })?;
             let detail = |k: &str| m.details.get(k).unwrap_or("").to_string();
             let params = detail("params");
             let to_perf = to_perf && !params.is_empty();
@@ -109,13 +107,15 @@ impl Entries {
     /// entry: MIOpen runs that one, and compiles any other it picks at run time (961 configs of
     /// a perf session make about 1.6k kernels this way, against 19k for every tuned entry).
     /// With `full`, those of every entry the find db keeps and every perf-db entry.
+    /// `read_kernels` reads them out of each job's artifact.
     pub async fn kernels(
         &self,
         store: &dyn Store,
         arch: &str,
         full: bool,
-    ) -> Result<Vec<KdbEntry>, ActorError> {
-        let kept = export::find_db_kept(&self.finds);
+        read_kernels: ReadKernels,
+    ) -> Result<Vec<KdbEntry>, ExportError> {
+        let kept = super::find_db_kept(&self.finds);
         let chosen: std::collections::HashSet<usize> = if full {
             kept.into_values().flatten().collect()
         } else {
@@ -127,12 +127,12 @@ impl Entries {
         let mut seen = std::collections::HashSet::new();
         for (i, &(job, in_perf_db)) in self.sources.iter().enumerate() {
             if chosen.contains(&i) || (full && in_perf_db) {
-                kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
+                kernels_of(store, job, (arch, read_kernels), &mut seen, &mut kernels).await?;
             }
         }
         if full {
             for &job in &self.perf_only {
-                kernels_of(store, job, arch, &mut seen, &mut kernels).await?;
+                kernels_of(store, job, (arch, read_kernels), &mut seen, &mut kernels).await?;
             }
         }
         Ok(kernels)
@@ -143,31 +143,26 @@ impl Entries {
 async fn kernels_of(
     store: &dyn Store,
     job: shoal_model::JobId,
-    arch: &str,
+    (arch, read_kernels): (&str, ReadKernels),
     seen: &mut std::collections::HashSet<(String, String)>,
     kernels: &mut Vec<KdbEntry>,
-) -> Result<(), ActorError> {
-    let other = |m: String| ActorError::Other(m);
-    let found = store
-        .job(job)
-        .await?
-        .ok_or_else(|| other(format!("job {job} vanished")))?;
+) -> Result<(), ExportError> {
+    let found = store.job(job).await?.ok_or(ExportError::JobVanished(job))?;
     let Some(hash) = found.artifact else {
         return Ok(());
     };
-    let packed = store
-        .artifact(&hash)
-        .await?
-        .ok_or_else(|| other(format!("artifact {hash} of job {job} is not in the store")))?;
-    let raw = shoal_backend::command::unpack(&packed)
-        .map_err(|e| other(format!("artifact {hash}: {e}")))?;
-    let compiled =
-        parse_compiled(&raw).map_err(|e| other(format!("artifact {hash} of job {job}: {e}")))?;
-    for obj in &compiled.kernel_objects {
+    let Some(packed) = store.artifact(&hash).await? else {
+        return Err(ExportError::ArtifactMissing { hash, job });
+    };
+    let objects = match read_kernels(&packed) {
+        Ok(objects) => objects,
+        Err(source) => return Err(ExportError::Artifact { hash, job, source }),
+    };
+    for obj in &objects {
         if seen.insert((obj.kernel_file.clone(), obj.comp_options.clone())) {
             kernels.push(
                 KdbEntry::from_kernel_object(obj, arch)
-                    .map_err(|e| other(format!("job {job}: {e}")))?,
+                    .map_err(|source| ExportError::Kernel { job, source })?,
             );
         }
     }

@@ -10,11 +10,10 @@
 //! agree row for row.
 
 use shoal_export::files::OutputDir;
-use shoal_miopen::export::merge::{self, MergeCounts, Policy};
-use shoal_miopen::export::{self, ExportNames, FindDbEntry, KdbEntry, PerfDbEntry};
 
-use super::base::{failed, Base};
-use crate::ActorError;
+use super::base::Base;
+use super::merge::{self, MergeCounts, Policy};
+use super::{ExportError, ExportNames, FindDbEntry, KdbEntry, PerfDbEntry};
 
 /// Which databases the command line asked for; none means every one.
 #[derive(Clone, Copy, Debug, Default)]
@@ -121,14 +120,10 @@ pub struct Writing<'a> {
     pub out: &'a OutputDir,
 }
 
-fn written(e: shoal_export::files::OutputError) -> ActorError {
-    failed(e)
-}
-
 impl Writing<'_> {
     /// Writes every file of the plan, a line each saying what it holds (or why it was not
     /// written).
-    pub fn all(&self, kernels: &[KdbEntry]) -> Result<Vec<String>, ActorError> {
+    pub fn all(&self, kernels: &[KdbEntry]) -> Result<Vec<String>, ExportError> {
         let mut lines = self.plan.left_out.clone();
         if self.plan.find_db {
             lines.push(self.find_db()?);
@@ -142,7 +137,7 @@ impl Writing<'_> {
         Ok(lines)
     }
 
-    fn find_db(&self) -> Result<String, ActorError> {
+    fn find_db(&self) -> Result<String, ExportError> {
         let name = &self.names.find_db;
         let (text, keys, counts) = match self.base.and_then(|b| b.find.as_ref()) {
             Some(base) => {
@@ -151,7 +146,7 @@ impl Writing<'_> {
                 (merge::find_db_text_of(&db), db.len(), Some(counts))
             }
             None => {
-                let text = export::find_db_text(self.finds);
+                let text = super::find_db_text(self.finds);
                 let keys = text.lines().count();
                 (text, keys, None)
             }
@@ -161,13 +156,11 @@ impl Writing<'_> {
                 "{name}: not written: the session has no find-db entries"
             ));
         }
-        self.out
-            .write_bytes(name, text.as_bytes())
-            .map_err(written)?;
+        self.out.write_bytes(name, text.as_bytes())?;
         Ok(report(self.out, name, keys, "keys", counts))
     }
 
-    fn perf_dbs(&self) -> Result<Vec<String>, ActorError> {
+    fn perf_dbs(&self) -> Result<Vec<String>, ExportError> {
         let (sqlite, text) = (&self.names.perf_db_sqlite, &self.names.perf_db_text);
         let base = self.base.and_then(Base::perf);
         let Some((base_db, disagree)) = base else {
@@ -210,8 +203,7 @@ impl Writing<'_> {
                 None => (None, merge::perf_db_rows(&merged)),
             };
             self.out
-                .write(sqlite, |p| merge::write_merged_perf_db(from, p, &changed))
-                .map_err(written)?;
+                .write(sqlite, |p| merge::write_merged_perf_db(from, p, &changed))?;
             lines.push(report(
                 self.out,
                 sqlite,
@@ -219,15 +211,13 @@ impl Writing<'_> {
                 "(config, solver) pairs",
                 Some(counts),
             ));
-            merge::read_perf_db_rows(&self.out.path(sqlite)).map_err(failed)?
+            merge::read_perf_db_rows(&self.out.path(sqlite))?
         } else {
             merge::perf_db_rows(&merged)
         };
         if self.plan.perf_text {
             let generated = merge::perf_db_text_from_rows(&rows, &keep);
-            self.out
-                .write_bytes(text, generated.as_bytes())
-                .map_err(written)?;
+            self.out.write_bytes(text, generated.as_bytes())?;
             let from = if self.plan.perf_sqlite {
                 format!(" (generated from {sqlite})")
             } else {
@@ -248,7 +238,7 @@ impl Writing<'_> {
     }
 
     /// The session's perf dbs alone, as MITuna writes them.
-    fn session_perf_dbs(&self) -> Result<Vec<String>, ActorError> {
+    fn session_perf_dbs(&self) -> Result<Vec<String>, ExportError> {
         let (sqlite, text) = (&self.names.perf_db_sqlite, &self.names.perf_db_text);
         if self.perfs.is_empty() {
             return Ok(vec![format!(
@@ -259,8 +249,7 @@ impl Writing<'_> {
         if self.plan.perf_sqlite {
             let counts = self
                 .out
-                .write(sqlite, |p| export::write_perf_db_sqlite(p, self.perfs))
-                .map_err(written)?;
+                .write(sqlite, |p| super::write_perf_db_sqlite(p, self.perfs))?;
             lines.push(format!(
                 "{}: {} (config, solver) pairs of {} configs",
                 self.out.path(sqlite).display(),
@@ -269,10 +258,8 @@ impl Writing<'_> {
             ));
         }
         if self.plan.perf_text {
-            let body = export::perf_db_text(self.perfs);
-            self.out
-                .write_bytes(text, body.as_bytes())
-                .map_err(written)?;
+            let body = super::perf_db_text(self.perfs);
+            self.out.write_bytes(text, body.as_bytes())?;
             let pairs: usize = body.lines().map(|l| l.matches(';').count() + 1).sum();
             lines.push(format!(
                 "{}: {pairs} (config, solver) pairs",
@@ -282,14 +269,13 @@ impl Writing<'_> {
         Ok(lines)
     }
 
-    fn kdb(&self, kernels: &[KdbEntry]) -> Result<String, ActorError> {
+    fn kdb(&self, kernels: &[KdbEntry]) -> Result<String, ExportError> {
         let name = &self.plan.kern_db_name;
         match self.base.and_then(|b| b.kdb.as_ref()) {
             Some((base, _)) => {
                 let n = self
                     .out
-                    .write(name, |p| export::merge_kdb(base, p, kernels))
-                    .map_err(written)?;
+                    .write(name, |p| super::merge_kdb(base, p, kernels))?;
                 Ok(format!(
                     "{}: {n} kernels of this session (added to or replacing the base's)",
                     self.out.path(name).display()
@@ -299,10 +285,7 @@ impl Writing<'_> {
                 "{name}: not written: no kernel of the session's entries is in the store"
             )),
             None => {
-                let n = self
-                    .out
-                    .write(name, |p| export::write_kdb(p, kernels))
-                    .map_err(written)?;
+                let n = self.out.write(name, |p| super::write_kdb(p, kernels))?;
                 Ok(format!("{}: {n} kernels", self.out.path(name).display()))
             }
         }

@@ -1,13 +1,28 @@
 //! From a tuning spec to a session and its jobs in the store. Loading is idempotent: the same
 //! spec on the same device kind finds the same session, and jobs that exist are left as they
 //! are. `shoal tune` calls it in its own process; in cluster mode the Scheduler calls it when a
-//! CLI's `LoadSpec` command arrives ([`crate::commands`]), so the same spec loads the same way.
+//! CLI's `LoadSpec` command arrives ([`crate::inbox`]), so the same spec loads the same way.
+//!
+//! It lives here rather than beside the spec's parser in `shoal-backend`, which knows nothing of
+//! the store: loading is where a parsed spec meets the store.
 
 use sha2::{Digest, Sha256};
-use shoal_backend::spec::TuningSpec;
+use shoal_backend::spec::{OutOfMemory, TuningSpec};
 use shoal_model::shipped::SpecLocation;
-use shoal_model::{NewConfig, NewJob, NewSession, NewSolver, Session, Step};
+use shoal_model::{NewConfig, NewJob, NewSession, NewSolver, Params, Session, SessionId, Step};
 use shoal_store::{Store, StoreError};
+
+/// Why a spec's session and jobs were not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadSpecError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("session {0} vanished after creation")]
+    Vanished(SessionId),
+    /// A shape's candidates did not fit in memory.
+    #[error("shape {shape}: {source}")]
+    OutOfMemory { shape: Params, source: OutOfMemory },
+}
 
 /// What loading did.
 pub struct Loaded {
@@ -54,14 +69,15 @@ pub async fn load(
     store: &dyn Store,
     spec: &TuningSpec,
     identity: &NewSession,
-) -> shoal_store::Result<Loaded> {
+) -> Result<Loaded, LoadSpecError> {
     let (session, resumed) = match store.find_session(identity).await? {
         Some(s) => (s, true),
         None => {
             let id = store.create_session(identity).await?;
-            let s = store.session(id).await?.ok_or_else(|| {
-                StoreError::Invalid(format!("session {id} vanished after creation"))
-            })?;
+            let s = store
+                .session(id)
+                .await?
+                .ok_or(LoadSpecError::Vanished(id))?;
             (s, false)
         }
     };
@@ -85,17 +101,16 @@ pub async fn load(
         .remove(0);
     let mut jobs = Vec::new();
     for (shape, (config, _)) in spec.shapes.iter().zip(&config_ids) {
-        let candidates = spec
-            .candidates(shape)
-            .map_err(|e| StoreError::Invalid(format!("shape {shape}: {e}")))?;
+        let out_of_memory = |source| LoadSpecError::OutOfMemory {
+            shape: shape.clone(),
+            source,
+        };
+        let candidates = spec.candidates(shape).map_err(out_of_memory)?;
         jobs.try_reserve(candidates.len()).map_err(|_| {
-            StoreError::Invalid(format!(
-                "shape {shape}: {}",
-                shoal_backend::spec::OutOfMemory {
-                    what: "jobs",
-                    held: jobs.len(),
-                }
-            ))
+            out_of_memory(OutOfMemory {
+                what: "jobs",
+                held: jobs.len(),
+            })
         })?;
         for (compile, run) in candidates {
             jobs.push(NewJob {

@@ -6,14 +6,13 @@
 use std::path::{Path, PathBuf};
 
 use shoal_export::files::OutputDir;
-use shoal_miopen::export::{self, merge::Policy};
 use shoal_model::Session;
 use shoal_store::Store;
 
-use super::base::{failed, Base, BaseNames};
+use super::base::{Base, BaseNames};
+use super::merge::Policy;
 use super::writing::{Asked, Plan, Writing};
-use super::Entries;
-use crate::ActorError;
+use super::{Entries, ExportError, ExportNames, ReadKernels};
 
 /// Which databases to write; none selected means all of them (with a base: all it has).
 #[derive(Clone, Debug, Default)]
@@ -34,13 +33,16 @@ pub struct Which {
 
 /// Writes the databases `which` selects into `out` (replacing what is there with `force`, else
 /// refusing before writing anything), and says what each file holds, a line each.
+/// `read_kernels` reads the kernels of a job's artifact, for the kernel db
+/// (`shoal_backend::miopen::artifact_kernels`).
 pub async fn export_selected(
     store: &dyn Store,
     session: &Session,
     out: &Path,
     which: &Which,
     force: bool,
-) -> Result<Vec<String>, ActorError> {
+    read_kernels: ReadKernels,
+) -> Result<Vec<String>, ExportError> {
     let asked = Asked {
         find_db: which.find_db,
         perf_db: which.perf_db,
@@ -65,11 +67,11 @@ pub async fn export_selected(
                 shipped_kdb: which
                     .user_db
                     .is_none()
-                    .then(|| export::shipped_kdb_name(arch)),
+                    .then(|| super::shipped_kdb_name(arch)),
                 system: which
                     .user_db
                     .is_some()
-                    .then(|| export::file_names(arch, num_cu)),
+                    .then(|| super::file_names(arch, num_cu)),
             };
             let base = Base::load(dir, out, &base_names)?;
             lines.push(base.describe(&names));
@@ -79,10 +81,12 @@ pub async fn export_selected(
     };
     let plan = Plan::new(asked, base.as_ref(), &names);
     // Every file this export may write is checked before any is computed or written.
-    let dir = OutputDir::prepare(out, &plan.files(&names), force).map_err(failed)?;
+    let dir = OutputDir::prepare(out, &plan.files(&names), force)?;
     let entries = Entries::of(store, session, which.tag.as_deref()).await?;
     let kernels = if plan.kern_db {
-        entries.kernels(store, arch, which.full_kdb).await?
+        entries
+            .kernels(store, arch, which.full_kdb, read_kernels)
+            .await?
     } else {
         Vec::new()
     };
@@ -101,21 +105,17 @@ pub async fn export_selected(
 
 /// The system databases' names, or with `user_db` the user databases' for that MIOpen version
 /// (empty: the session's), and whether those are a BUILD_DEV build's.
-fn names_for(
-    session: &Session,
-    user_db: Option<&str>,
-) -> Result<(export::ExportNames, bool), ActorError> {
+fn names_for(session: &Session, user_db: Option<&str>) -> Result<(ExportNames, bool), ExportError> {
     let (arch, num_cu) = (&session.info.arch, session.info.num_cu);
     Ok(match user_db {
-        None => (export::file_names(arch, num_cu), false),
+        None => (super::file_names(arch, num_cu), false),
         Some(v) => {
             let version = if v.is_empty() {
                 &session.info.library_version
             } else {
                 v
             };
-            let n = export::user_db_names_of(arch, num_cu, version)
-                .map_err(|e| ActorError::Other(format!("--user-db: {e}; pass --miopen-version")))?;
+            let n = super::user_db_names_of(arch, num_cu, version).map_err(ExportError::UserDb)?;
             (n.names, n.build_dev)
         }
     })

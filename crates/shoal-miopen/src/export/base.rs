@@ -6,15 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use shoal_miopen::export::merge::{self, FindDb, PerfDb};
-use shoal_miopen::export::ExportNames;
-
-use crate::ActorError;
-
-/// A failure, said as the CLI says it.
-pub(super) fn failed(e: impl std::fmt::Display) -> ActorError {
-    ActorError::Other(e.to_string())
-}
+use super::merge::{self, FindDb, PerfDb};
+use super::{read, ExportError, ExportNames};
 
 /// The databases found in the base directory, read and checked.
 pub struct Base {
@@ -43,46 +36,43 @@ impl Base {
     /// Reads the files of `names` that are in `dir`. Refuses `dir` as the output directory (the
     /// base is never written), and a `dir` that holds none of them (a merge that would merge
     /// nothing is a mistake in its arguments, not an export of the session alone).
-    pub fn load(dir: &Path, out: &Path, names: &BaseNames<'_>) -> Result<Base, ActorError> {
+    pub fn load(dir: &Path, out: &Path, names: &BaseNames<'_>) -> Result<Base, ExportError> {
         let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         if !dir.is_dir() {
-            return Err(failed(format!("--base {}: not a directory", dir.display())));
+            return Err(ExportError::BaseNotADirectory {
+                dir: dir.to_path_buf(),
+            });
         }
         if canonical(dir) == canonical(out) {
-            return Err(failed(format!(
-                "--base {} is the output directory: the base is only read; export into another \
-                 directory",
-                dir.display()
-            )));
+            return Err(ExportError::BaseIsOutput {
+                dir: dir.to_path_buf(),
+            });
         }
+        let base = Self::read(dir, names).map_err(|e| ExportError::Base(Box::new(e)))?;
+        if base.is_empty() {
+            return Err(nothing_there(dir, names));
+        }
+        Ok(base)
+    }
+
+    /// Reads the files of `names` that are in `dir`, each checked in full.
+    fn read(dir: &Path, names: &BaseNames<'_>) -> Result<Base, ExportError> {
         let n = names.names;
         let present = |name: &str| Some(dir.join(name)).filter(|p| p.is_file());
-        let text = |p: &Path| {
-            std::fs::read_to_string(p)
-                .map_err(|e| failed(format!("--base: reading {}: {e}", p.display())))
-        };
         let find = match present(&n.find_db) {
-            Some(p) => Some(
-                merge::parse_find_db(&text(&p)?)
-                    .map_err(|e| failed(format!("--base: {}: {e}", p.display())))?,
-            ),
+            Some(p) => Some(read::read_find_db(&p)?.0),
             None => None,
         };
         let perf_text = match present(&n.perf_db_text) {
-            Some(p) => Some(
-                merge::parse_perf_db_text_lines(&text(&p)?)
-                    .map_err(|e| failed(format!("--base: {}: {e}", p.display())))?,
-            ),
+            Some(p) => {
+                let (db, lines, _) = read::read_perf_db_text(&p)?;
+                Some((db, lines))
+            }
             None => None,
         };
         let perf_sqlite = match present(&n.perf_db_sqlite) {
             Some(p) => {
-                let db = merge::read_perf_db_sqlite(&p).map_err(|e| {
-                    failed(format!(
-                        "--base: {}: not a readable perf db: {e}",
-                        p.display()
-                    ))
-                })?;
+                let db = merge::read_perf_db_sqlite(&p)?;
                 Some((p, db))
             }
             None => None,
@@ -91,27 +81,18 @@ impl Base {
         let mut kdb = None;
         for name in kdb_names {
             if let Some(p) = present(&name) {
-                shoal_miopen::export::check_kdb(&p).map_err(|e| {
-                    failed(format!(
-                        "--base: {}: not a readable kernel db: {e}",
-                        p.display()
-                    ))
-                })?;
+                super::check_kdb(&p)?;
                 kdb = Some((p, name));
                 break;
             }
         }
-        let base = Base {
+        Ok(Base {
             dir: dir.to_path_buf(),
             find,
             perf_sqlite,
             perf_text,
             kdb,
-        };
-        if base.is_empty() {
-            return Err(failed(nothing_there(dir, names)));
-        }
-        Ok(base)
+        })
     }
 
     fn is_empty(&self) -> bool {
@@ -154,19 +135,17 @@ impl Base {
 }
 
 /// The error for a base directory that holds none of the databases looked for.
-fn nothing_there(dir: &Path, names: &BaseNames<'_>) -> String {
+fn nothing_there(dir: &Path, names: &BaseNames<'_>) -> ExportError {
     let n = names.names;
-    let mut looked: Vec<&str> = vec![&n.find_db, &n.perf_db_sqlite, &n.perf_db_text, &n.kern_db];
-    if let Some(k) = &names.shipped_kdb {
-        looked.push(k);
-    }
-    let mut said = format!(
-        "--base {}: none of the databases to merge into is there (looked for {})",
-        dir.display(),
-        looked.join(", ")
-    );
-    if let Some(system) = &names.system {
-        let there: Vec<&str> = [
+    let mut looked = vec![
+        n.find_db.clone(),
+        n.perf_db_sqlite.clone(),
+        n.perf_db_text.clone(),
+        n.kern_db.clone(),
+    ];
+    looked.extend(names.shipped_kdb.clone());
+    let system = match &names.system {
+        Some(system) => [
             &system.find_db,
             &system.perf_db_sqlite,
             &system.perf_db_text,
@@ -174,18 +153,13 @@ fn nothing_there(dir: &Path, names: &BaseNames<'_>) -> String {
         ]
         .into_iter()
         .filter(|name| dir.join(name).is_file())
-        .map(String::as_str)
-        .collect();
-        if !there.is_empty() {
-            said.push_str(&format!(
-                ". It holds MIOpen's system databases ({}), and --user-db writes user \
-                 databases, which MIOpen reads on top of the system ones (a user find-db line \
-                 replaces the system line of its key): there is nothing to merge. Merge into \
-                 the system databases without --user-db, or write the user databases without \
-                 --base",
-                there.join(", ")
-            ));
-        }
+        .cloned()
+        .collect(),
+        None => Vec::new(),
+    };
+    ExportError::NothingInBase {
+        dir: dir.to_path_buf(),
+        looked,
+        system,
     }
-    said
 }
