@@ -3,6 +3,7 @@
 //! it writes a MIOpen session's databases instead (`shoal_miopen::export`).
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -11,7 +12,11 @@ use shoal_model::{Params, SessionId};
 use shoal_store::Store;
 
 use crate::backends::SessionBackends;
+use crate::serving::{Local, Served, Service};
+use crate::shutdown::{DrainGuard, Signal};
+use crate::supervise::Backoff;
 use crate::ActorError;
+use shoal_model::message::Control;
 
 pub struct Exporter {
     store: Arc<dyn Store>,
@@ -228,39 +233,46 @@ pub fn export_dir_under(root: &std::path::Path, requested: &str) -> Result<PathB
     Ok(root.join(rel))
 }
 
-/// The exporter role of a worker: export requests arrive on the control topic with the routing
-/// key `<host>.exporter` or `any.exporter`, and the tables are written on this host, under
-/// `export_root` only (a message names a directory inside it, see [`export_dir_under`]).
-pub async fn serve_requests(
-    store: Arc<dyn Store>,
-    bus: Arc<dyn shoal_bus::Bus>,
-    backends: SessionBackends,
-    host: String,
-    export_root: PathBuf,
-    mut stop: crate::shutdown::Signal,
-) -> Result<(), ActorError> {
-    let mut inbox =
-        crate::control::ControlInbox::open(&*bus, &host, shoal_model::message::Actor::Exporter)
-            .await?;
-    while let Some(c) = inbox.next(&mut stop).await? {
-        if let shoal_model::message::Control::ExportMiopen {
+/// The exporter role of a worker, as an actor ([`Served`]): export requests arrive on the
+/// control topic with the routing key `<host>.exporter` or `any.exporter`, and the tables are
+/// written on this host, under `export_root` only (a message names a directory inside it, see
+/// [`export_dir_under`]). A request refused or failing is logged; only the store failing fails
+/// the actor.
+pub struct ControlExporter {
+    pub store: Arc<dyn Store>,
+    pub bus: Arc<dyn shoal_bus::Bus>,
+    pub backends: SessionBackends,
+    pub host: String,
+    pub export_root: PathBuf,
+}
+
+impl ControlExporter {
+    /// Starts it under actix's `Supervisor`.
+    pub fn start(self, stop: Signal, guard: DrainGuard) {
+        Served::start(self, stop, guard);
+    }
+
+    /// Carries out one control order addressed to the exporter.
+    async fn order(&self, c: Control) -> Result<(), ActorError> {
+        let (store, backends, export_root) = (&*self.store, &self.backends, &self.export_root);
+        if let Control::ExportMiopen {
             session,
             out_dir,
             options,
         } = c
         {
-            match export_miopen(&*store, &export_root, session, &out_dir, options).await {
+            match export_miopen(store, export_root, session, &out_dir, options).await {
                 Ok(lines) => tracing::info!(%session, ?lines, "exported"),
                 Err(e) => tracing::error!(%session, error = %e, "export refused or failed"),
             }
-            continue;
+            return Ok(());
         }
-        if let shoal_model::message::Control::Export { session, out_dir } = c {
-            let out_dir = match export_dir_under(&export_root, &out_dir) {
+        if let Control::Export { session, out_dir } = c {
+            let out_dir = match export_dir_under(export_root, &out_dir) {
                 Ok(dir) => dir,
                 Err(e) => {
                     tracing::error!(%session, error = %e, "export request refused");
-                    continue;
+                    return Ok(());
                 }
             };
             // An operator re-exports under the same name to refresh it (the files are replaced
@@ -274,22 +286,67 @@ pub async fn serve_requests(
                 let all = shoal_miopen::export::Which::default();
                 let kernels = shoal_backend::miopen::artifact_kernels;
                 match shoal_miopen::export::export_selected(
-                    &*store, &s, &out_dir, &all, true, kernels,
+                    store, &s, &out_dir, &all, true, kernels,
                 )
                 .await
                 {
                     Ok(files) => tracing::info!(%session, ?files, "exported"),
                     Err(e) => tracing::error!(%session, error = %e, "export failed"),
                 }
-                continue;
+                return Ok(());
             }
-            match export(&*store, &backends, session, &out_dir, true).await {
+            match export(store, backends, session, &out_dir, true).await {
                 Ok(summary) => tracing::info!(%session, csv = %summary.csv.display(), "exported"),
                 Err(e) => tracing::error!(%session, error = %e, "export failed"),
             }
         }
+        Ok(())
     }
-    Ok(())
+}
+
+impl Service for ControlExporter {
+    type Request = Control;
+    type State = ();
+
+    fn name(&self) -> String {
+        "exporter".into()
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff::default()
+    }
+
+    fn fresh_state(&self) -> Result<(), ActorError> {
+        Ok(())
+    }
+
+    fn feed(
+        self: Rc<Self>,
+        to: Addr<Served<Self>>,
+        stop: Signal,
+    ) -> Local<'static, Result<(), ActorError>> {
+        let (bus, host) = (self.bus.clone(), self.host.clone());
+        Box::pin(crate::control::feed(
+            to,
+            bus,
+            host,
+            shoal_model::message::Actor::Exporter,
+            stop,
+        ))
+    }
+
+    fn serve<'a>(
+        &'a self,
+        _: &'a mut (),
+        c: Control,
+        _: &'a Signal,
+    ) -> Local<'a, Result<(), ActorError>> {
+        Box::pin(self.order(c))
+    }
+
+    fn finish<'a>(&'a self, _: &'a mut ()) -> Local<'a, Result<(), ActorError>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// A MIOpen session's export with options, on an operator's order: the output and the base

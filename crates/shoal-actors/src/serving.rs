@@ -236,3 +236,128 @@ impl<S: Service> Handler<FeedEnded> for Served<S> {
 pub(crate) async fn served<S: Service>(to: &Addr<Served<S>>, request: S::Request) -> bool {
     to.send(Serve(request)).await.is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shutdown::{channel, Drain};
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    /// A service whose feed sends one request per run and then waits for the stop; serving it
+    /// panics in the first run (`panics`) or fails in every run.
+    struct Toy {
+        panics: bool,
+        runs: Rc<Cell<u32>>,
+        served: Rc<Cell<u32>>,
+    }
+
+    impl Service for Toy {
+        type Request = u32;
+        type State = ();
+
+        fn name(&self) -> String {
+            "toy".into()
+        }
+
+        fn backoff(&self) -> Backoff {
+            Backoff {
+                initial: Duration::from_millis(10),
+                max: Duration::from_millis(20),
+                give_up_after: Duration::from_millis(200),
+            }
+        }
+
+        fn fresh_state(&self) -> Result<(), ActorError> {
+            self.runs.set(self.runs.get() + 1);
+            Ok(())
+        }
+
+        fn feed(
+            self: Rc<Self>,
+            to: Addr<Served<Self>>,
+            mut stop: Signal,
+        ) -> Local<'static, Result<(), ActorError>> {
+            Box::pin(async move {
+                served(&to, self.runs.get()).await;
+                stop.triggered().await;
+                Ok(())
+            })
+        }
+
+        fn serve<'a>(
+            &'a self,
+            _: &'a mut (),
+            run: u32,
+            _: &'a Signal,
+        ) -> Local<'a, Result<(), ActorError>> {
+            Box::pin(async move {
+                self.served.set(self.served.get() + 1);
+                match (self.panics, run) {
+                    (true, 1) => panic!("a bug"),
+                    (true, _) => Ok(()),
+                    (false, _) => Err(ActorError::Other("the disk is full".into())),
+                }
+            })
+        }
+
+        fn finish<'a>(&'a self, _: &'a mut ()) -> Local<'a, Result<(), ActorError>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    fn toy(panics: bool) -> (Toy, Rc<Cell<u32>>, Rc<Cell<u32>>) {
+        let (runs, served) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+        let toy = Toy {
+            panics,
+            runs: runs.clone(),
+            served: served.clone(),
+        };
+        (toy, runs, served)
+    }
+
+    /// A request that panics stops the actor; its supervisor starts it again with fresh state,
+    /// whose request is served. The stop signal then ends it for good.
+    #[actix::test]
+    async fn an_actor_that_panics_is_started_again_by_its_supervisor() {
+        let (service, runs, served) = toy(true);
+        let (trigger, signal) = channel();
+        let drain = Drain::new();
+        Served::start(service, signal, drain.guard());
+        for _ in 0..200 {
+            if served.get() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!((runs.get(), served.get()), (2, 2));
+        trigger.trigger();
+        tokio::time::timeout(Duration::from_secs(5), drain.wait())
+            .await
+            .expect("stopped for good");
+    }
+
+    /// An actor that fails run after run for `give_up_after` gives up: the process learns why,
+    /// and the actor stops for good without a stop signal.
+    #[actix::test]
+    async fn an_actor_that_keeps_failing_gives_up() {
+        let (service, runs, _) = toy(false);
+        let (_trigger, signal) = channel();
+        let drain = Drain::new();
+        let give_up = drain.guard().give_up();
+        Served::start(service, signal, drain.guard());
+        let reason = tokio::time::timeout(Duration::from_secs(10), give_up.gave_up())
+            .await
+            .expect("given up within the bound");
+        assert!(reason.contains("toy has failed"), "{reason}");
+        assert!(reason.contains("the disk is full"), "{reason}");
+        assert!(
+            runs.get() >= 3,
+            "it was started again first: {}",
+            runs.get()
+        );
+        tokio::time::timeout(Duration::from_secs(5), drain.wait())
+            .await
+            .expect("stopped for good");
+    }
+}

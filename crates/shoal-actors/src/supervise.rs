@@ -1,19 +1,13 @@
-//! Running an actor's loops under supervision: a loop that fails or panics is started again
-//! with exponential backoff, and the failure is logged with the actor's name.
+//! When a failed actor starts again: the pace of restarts, in one place.
 //!
-//! Actors own long-running async loops (consume, work, reply). actix's `Supervisor` restarts an
-//! actor whose context stops; here the unit of restart is the loop, so that one failed compile
-//! slot does not cancel the other slots' in-flight work. A fault in tuned code never reaches this
-//! far: it ends a child process and is reported as an outcome. What does reach here is the
-//! machinery failing: the bus or store unreachable, a bug.
+//! Every actor runs under actix's `Supervisor` (the Scheduler, `scheduler/actor.rs`; the
+//! workers and the control inboxes, `serving.rs`; the GpuMonitor). When its work fails or panics
+//! it stops, and the supervisor starts the same actor value again with fresh state; the actor
+//! asks its [`RestartPace`] how long to wait first, or whether to give up. A fault in tuned code
+//! never reaches this far: it ends a child process and is reported as an outcome. What does
+//! reach here is the machinery failing: the bus or store unreachable, a full disk, a bug.
 
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
-
-use futures_util::FutureExt;
-
-use crate::shutdown::{DrainGuard, Signal};
 
 /// Backoff between restarts: 100 ms doubling up to 5 s (a loop that failed because the broker or
 /// the store was restarting is back within seconds of it, not half a minute); reset after a loop ran for a minute.
@@ -116,113 +110,68 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// Spawns `make()` on the current actix arbiter, again and again, until it returns `Ok(())` or
-/// the shutdown signal is sent. `Ok(())` means the loop stopped on purpose (shutdown). For the
-/// loops that are no actor (an operator's control inbox, the command inbox); an actor restarts
-/// through actix's `Supervisor`, paced by the same [`RestartPace`].
-pub fn supervise<F, Fut, E>(
-    name: String,
-    backoff: Backoff,
-    mut stop: Signal,
-    guard: DrainGuard,
-    mut make: F,
-) where
-    F: FnMut() -> Fut + 'static,
-    Fut: Future<Output = Result<(), E>> + 'static,
-    E: std::fmt::Display + 'static,
-{
-    let give_up = guard.give_up();
-    actix::spawn(async move {
-        let _guard = guard;
-        let mut pace = RestartPace::new(name.clone(), backoff);
-        loop {
-            let delay = pace.starting();
-            if !delay.is_zero() {
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = stop.triggered() => break,
-                }
-            }
-            let failure = match AssertUnwindSafe(make()).catch_unwind().await {
-                Ok(Ok(())) => break,
-                Ok(Err(e)) => e.to_string(),
-                Err(panic) => format!("panic: {}", panic_message(&*panic)),
-            };
-            if stop.is_triggered() {
-                break;
-            }
-            if let Restart::GiveUp(reason) = pace.failed(&failure) {
-                give_up.give_up(reason);
-                break;
-            }
-        }
-        tracing::debug!(actor = %name, "loop stopped");
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shutdown::{channel, Drain};
-    use std::cell::Cell;
-    use std::rc::Rc;
 
-    #[actix::test]
-    async fn a_failing_loop_is_restarted_until_it_succeeds() {
-        let (_trigger, signal) = channel();
-        let drain = Drain::new();
-        let runs = Rc::new(Cell::new(0));
-        let r = runs.clone();
-        supervise(
-            "test".into(),
+    fn pace(give_up_after: Duration) -> RestartPace {
+        RestartPace::new(
+            "test",
             Backoff {
-                initial: Duration::from_millis(1),
-                max: Duration::from_millis(5),
-                give_up_after: Duration::from_secs(60),
+                initial: Duration::from_millis(100),
+                max: Duration::from_millis(400),
+                give_up_after,
             },
-            signal,
-            drain.guard(),
-            move || {
-                let r = r.clone();
-                async move {
-                    r.set(r.get() + 1);
-                    match r.get() {
-                        1 => Err("first run fails".to_string()),
-                        2 => panic!("second run panics"),
-                        _ => Ok(()),
-                    }
-                }
-            },
-        );
-        drain.wait().await;
-        assert_eq!(runs.get(), 3);
+        )
     }
 
-    /// A loop that never succeeds is given up after `give_up_after`, and the process learns
-    /// why (it then ends non-zero).
-    #[actix::test]
-    async fn a_loop_that_keeps_failing_is_given_up() {
-        let (_trigger, signal) = channel();
-        let drain = Drain::new();
-        supervise(
-            "disk".into(),
-            Backoff {
-                initial: Duration::from_millis(1),
-                max: Duration::from_millis(5),
-                give_up_after: Duration::from_millis(100),
-            },
-            signal,
-            drain.guard(),
-            || async { Err::<(), _>("database or disk is full".to_string()) },
+    /// The first start waits for nothing; each failure doubles the wait up to the maximum.
+    #[tokio::test(start_paused = true)]
+    async fn failures_back_off_doubling_up_to_the_maximum() {
+        let mut p = pace(Duration::from_secs(60));
+        assert_eq!(p.starting(), Duration::ZERO);
+        let mut waits = Vec::new();
+        for _ in 0..4 {
+            match p.failed("broker gone") {
+                Restart::After(d) => waits.push(d),
+                Restart::GiveUp(r) => panic!("gave up: {r}"),
+            }
+            assert_eq!(p.starting(), *waits.last().unwrap());
+        }
+        let ms: Vec<u128> = waits.iter().map(|d| d.as_millis()).collect();
+        assert_eq!(ms, [100, 200, 400, 400]);
+    }
+
+    /// A run that lasted a minute before failing starts the backoff afresh.
+    #[tokio::test(start_paused = true)]
+    async fn a_long_run_resets_the_backoff() {
+        let mut p = pace(Duration::from_secs(600));
+        p.starting();
+        p.failed("one");
+        p.starting();
+        p.failed("two");
+        p.starting();
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(
+            p.failed("three"),
+            Restart::After(Duration::from_millis(100))
         );
-        let give_up = drain.guard().give_up();
-        let reason = tokio::time::timeout(Duration::from_secs(10), give_up.gave_up())
-            .await
-            .expect("given up within the bound");
-        assert!(
-            reason.contains("disk has failed") && reason.contains("disk is full"),
-            "{reason}"
-        );
-        drain.wait().await;
+    }
+
+    /// Runs that have all failed for `give_up_after` give up, saying which and why.
+    #[tokio::test(start_paused = true)]
+    async fn runs_that_keep_failing_are_given_up() {
+        let mut p = pace(Duration::from_secs(1));
+        p.starting();
+        assert!(matches!(p.failed("disk full"), Restart::After(_)));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        p.starting();
+        match p.failed("database or disk is full") {
+            Restart::GiveUp(reason) => {
+                assert!(reason.contains("test has failed"), "{reason}");
+                assert!(reason.contains("disk is full"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

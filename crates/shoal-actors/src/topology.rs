@@ -36,7 +36,7 @@ use crate::exporter::Exporter;
 use crate::monitor::GpuMonitor;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::shutdown::{self, Drain, DrainGuard, Signal, Trigger};
-use crate::supervise::{supervise, Backoff};
+
 use crate::ActorError;
 
 /// Which actors a process runs, on which queues, behind which gates, with which devices.
@@ -229,27 +229,19 @@ fn spawn_scheduler(
     groups.spawn(ActorName::Scheduler, signal, guard, move |stop, guard| {
         let p = parts.clone();
         if let Some(delivery_limit) = commands {
-            let (store, bus, signal) = (p.store.clone(), p.bus.clone(), stop.clone());
+            let (store, bus) = (p.store.clone(), p.bus.clone());
             let tools = shoal_commands::HostTools {
                 fin: p.backends.fin().to_path_buf(),
                 scratch: work_dir.join("fin"),
                 trees: p.backends.trees().clone(),
             };
-            supervise(
-                "scheduler.commands".into(),
-                Backoff::default(),
-                stop.clone(),
-                guard.clone(),
-                move || {
-                    crate::commands::serve(
-                        store.clone(),
-                        bus.clone(),
-                        delivery_limit,
-                        tools.clone(),
-                        signal.clone(),
-                    )
-                },
-            );
+            crate::commands::CommandInbox {
+                store,
+                bus,
+                delivery_limit,
+                tools,
+            }
+            .start(stop.clone(), guard.clone());
         }
         Scheduler::new(p.store, p.bus, p.backends, cfg.clone(), stop, guard).start_supervised();
     });
@@ -384,24 +376,14 @@ fn spawn_control_exporter(
 ) {
     let (host, root) = (host.to_string(), root.to_path_buf());
     groups.spawn(ActorName::Exporter, signal, guard, move |stop, guard| {
-        let (p, host, root) = (parts.clone(), host.clone(), root.clone());
-        let signal = stop.clone();
-        supervise(
-            "exporter".into(),
-            Backoff::default(),
-            stop,
-            guard,
-            move || {
-                crate::exporter::serve_requests(
-                    p.store.clone(),
-                    p.bus.clone(),
-                    p.backends.clone(),
-                    host.clone(),
-                    root.clone(),
-                    signal.clone(),
-                )
-            },
-        );
+        crate::exporter::ControlExporter {
+            store: parts.store.clone(),
+            bus: parts.bus.clone(),
+            backends: parts.backends.clone(),
+            host: host.clone(),
+            export_root: root.clone(),
+        }
+        .start(stop, guard);
     });
 }
 

@@ -90,13 +90,14 @@ impl World {
             scratch: self.dir.path().join("fin"),
             trees: Default::default(),
         };
-        let task = tokio::spawn(serve(
-            self.store.clone(),
-            self.bus.clone(),
-            5,
+        let drain = crate::shutdown::Drain::new();
+        CommandInbox {
+            store: self.store.clone(),
+            bus: self.bus.clone(),
+            delivery_limit: 5,
             tools,
-            signal,
-        ));
+        }
+        .start(signal, drain.guard());
         let mut out = Vec::new();
         while out.len() < n {
             let d = tokio::time::timeout(Duration::from_secs(10), self.replies.next())
@@ -111,7 +112,7 @@ impl World {
             d.ack().await.unwrap();
         }
         trigger.trigger();
-        task.await.unwrap().unwrap();
+        drain.wait().await;
         out
     }
 
@@ -128,7 +129,7 @@ impl World {
     }
 }
 
-#[tokio::test]
+#[actix::test]
 async fn a_command_published_twice_is_applied_once_and_answered_alike() {
     let mut w = world().await;
     std::fs::write(w.dir.path().join("k.c"), "int main(void){return 0;}").unwrap();
@@ -171,7 +172,7 @@ async fn a_command_published_twice_is_applied_once_and_answered_alike() {
     );
 }
 
-#[tokio::test]
+#[actix::test]
 async fn forged_malformed_and_misdirected_commands_are_dead_lettered_with_their_reason() {
     let mut w = world().await;
     std::fs::write(w.dir.path().join("k.c"), "").unwrap();
