@@ -105,13 +105,16 @@ impl SessionBackends {
                     SpecLocation::Shipped { tree, spec } => {
                         let dir = self.trees.dir(store, &tree).await.map_err(|e| match e {
                             TreeError::Store(e) => ActorError::Store(e),
-                            invalid => ActorError::Other(format!("session {session}: {invalid}")),
+                            invalid => ActorError::Tree {
+                                session,
+                                source: invalid,
+                            },
                         })?;
                         dir.join(spec)
                     }
                 };
                 let mut parsed = spec::parse_with(&info.info.spec, &path, &limits)
-                    .map_err(|e| ActorError::Other(format!("session {session}: {e}")))?;
+                    .map_err(|source| ActorError::Spec { session, source })?;
                 parsed.replay_time = self.replay_time;
                 SessionBackend::Command(Arc::new(parsed))
             }
@@ -134,9 +137,7 @@ impl SessionBackends {
     ) -> Result<Arc<TuningSpec>, ActorError> {
         match self.get(store, session).await? {
             SessionBackend::Command(spec) => Ok(spec),
-            _ => Err(ActorError::Other(format!(
-                "session {session} is not a command-backend session; it has no tuning spec"
-            ))),
+            _ => Err(ActorError::NoSpec(session)),
         }
     }
 }

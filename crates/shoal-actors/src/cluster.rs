@@ -89,9 +89,7 @@ pub fn plan(ns: &Namespace, opts: &WorkerOptions) -> Result<Topology, ActorError
             })
             .collect();
         if queues.is_empty() {
-            return Err(ActorError::Other(
-                "the compile role needs at least one step and one architecture (--arch)".into(),
-            ));
+            return Err(topology::PlanError::NoCompileQueues.into());
         }
         let cores = topology::timing_core() + 1;
         Some(CompilePlan {

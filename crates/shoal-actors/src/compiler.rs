@@ -96,8 +96,11 @@ impl Service for CompileSlot {
 
     fn fresh_state(&self) -> Result<PathBuf, ActorError> {
         let work_dir = self.cfg.work_dir.join(format!("compile-{}", self.slot));
-        std::fs::create_dir_all(&work_dir)
-            .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", work_dir.display())))?;
+        std::fs::create_dir_all(&work_dir).map_err(|source| ActorError::Io {
+            what: "cannot create",
+            path: work_dir.clone(),
+            source,
+        })?;
         Ok(work_dir)
     }
 
@@ -248,10 +251,7 @@ impl CompileSlot {
                 )
                 .await?;
                 delivery.ack().await?;
-                return Err(ActorError::Other(format!(
-                    "this host cannot write its disk (full or read-only): {}",
-                    first_line(detail)
-                )));
+                return Err(ActorError::DiskFull(first_line(detail).to_string()));
             }
         }
         let reply = ReplyBody::Compiled(CompileReply {

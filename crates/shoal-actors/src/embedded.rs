@@ -75,10 +75,12 @@ pub fn plan(
         .filter(|d| d.arch == session.info.arch && d.num_cu == session.info.num_cu)
         .collect();
     if devices.is_empty() {
-        return Err(ActorError::Other(format!(
-            "session {} targets {} with {} units, and no such device is on this host",
-            session.id, session.info.arch, session.info.num_cu
-        )));
+        return Err(topology::PlanError::NoDevice {
+            session: session.id,
+            arch: session.info.arch.clone(),
+            units: session.info.num_cu,
+        }
+        .into());
     }
     let cores = topology::timing_core() + 1;
     let compile_slots = opts.compile_slots.unwrap_or(cores).max(1);

@@ -107,12 +107,17 @@ impl Service for Evaluator {
     fn fresh_state(&self) -> Result<EvalRun, ActorError> {
         let cfg = &self.cfg;
         let cache_dir = cfg.work_dir.join("artifacts");
-        let cache = ArtifactCache::new(cache_dir.clone()).map_err(|e| {
-            ActorError::Other(format!("artifact cache {}: {e}", cache_dir.display()))
+        let cache = ArtifactCache::new(cache_dir.clone()).map_err(|source| ActorError::Io {
+            what: "cannot create the artifact cache",
+            path: cache_dir.clone(),
+            source,
         })?;
         let eval_dir = cfg.work_dir.join(format!("eval-{}", cfg.device));
-        std::fs::create_dir_all(&eval_dir)
-            .map_err(|e| ActorError::Other(format!("cannot create {}: {e}", eval_dir.display())))?;
+        std::fs::create_dir_all(&eval_dir).map_err(|source| ActorError::Io {
+            what: "cannot create",
+            path: eval_dir.clone(),
+            source,
+        })?;
         Ok(EvalRun {
             cache,
             eval_dir,
@@ -238,7 +243,10 @@ impl Replies {
 }
 
 fn flatten(done: Result<Result<(), ActorError>, tokio::task::JoinError>) -> Result<(), ActorError> {
-    done.map_err(|e| ActorError::Other(format!("reply task: {e}")))?
+    done.map_err(|source| ActorError::Task {
+        what: "reply",
+        source,
+    })?
 }
 
 impl Evaluator {
@@ -354,9 +362,7 @@ impl Evaluator {
             )
             .await?;
             delivery.ack().await?;
-            return Err(ActorError::Other(format!(
-                "this host cannot write its disk (full or read-only): {detail}"
-            )));
+            return Err(ActorError::DiskFull(detail.to_string()));
         }
         shoal_metrics::metrics().evaluator_busy(&cfg.device, busy);
         let reply = ReplyBody::Evaluated(EvalReply {

@@ -82,8 +82,7 @@ pub async fn export(
     let columns = shape_columns(&info, spec.as_deref(), &results);
     let ctx = table_context(&info, &columns, &flops);
     let rows = shoal_export::tuned_rows(&ctx, &results);
-    let (csv, json) = shoal_export::write_files(&ctx, &rows, out_dir, force)
-        .map_err(|e| ActorError::Other(e.to_string()))?;
+    let (csv, json) = shoal_export::write_files(&ctx, &rows, out_dir, force)?;
     let table = shoal_export::render_table(&ctx, &rows);
     Ok(ExportSummary {
         rows,
@@ -141,7 +140,11 @@ pub async fn tuned_files_of(
     let (mut csv, mut json) = (Vec::new(), Vec::new());
     shoal_export::write_csv(&ctx, &rows, &mut csv)
         .and_then(|()| shoal_export::write_json(&rows, &mut json))
-        .map_err(|e| ActorError::Other(format!("writing the tuned table: {e}")))?;
+        .map_err(|source| ActorError::Io {
+            what: "writing the tuned table for",
+            path: PathBuf::from(format!("session {}", info.id)),
+            source,
+        })?;
     Ok((rows, csv, json))
 }
 
@@ -159,7 +162,7 @@ async fn command_spec(
     }
     match backends.spec(store, info.id).await {
         Ok(spec) => Ok(Some(spec)),
-        Err(ActorError::Other(why)) => {
+        Err(why @ (ActorError::Spec { .. } | ActorError::Tree { .. })) => {
             tracing::warn!(
                 session = info.id.0,
                 "the spec cannot be read where the session was tuned ({why}); its table is \
@@ -208,26 +211,38 @@ fn table_context<'a>(
     }
 }
 
+/// Why an export request's directory is refused (the requested name, escaped).
+#[derive(Debug, thiserror::Error)]
+pub enum ExportDirRefused {
+    #[error("export directory `{0}` must be 1 to 255 bytes")]
+    Length(String),
+    #[error(
+        "export directory `{0}` must be a relative path inside the exporter's export directory \
+         (no `/` at the start, no `..`)"
+    )]
+    Outside(String),
+}
+
 /// Where an export request's directory lands: under the exporter's own `root`, never elsewhere.
 /// The request names a relative path of plain components (`nightly/gfx90a`); an absolute path,
 /// `..`, or anything else that could leave `root` is refused with the reason.
-pub fn export_dir_under(root: &std::path::Path, requested: &str) -> Result<PathBuf, String> {
+pub fn export_dir_under(
+    root: &std::path::Path,
+    requested: &str,
+) -> Result<PathBuf, ExportDirRefused> {
     use std::path::Component;
     let rel = std::path::Path::new(requested);
     if requested.is_empty() || requested.len() > 255 {
-        return Err(format!(
-            "export directory `{}` must be 1 to 255 bytes",
-            requested.escape_debug()
+        return Err(ExportDirRefused::Length(
+            requested.escape_debug().to_string(),
         ));
     }
     if !rel
         .components()
         .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
     {
-        return Err(format!(
-            "export directory `{}` must be a relative path inside the exporter's export \
-             directory (no `/` at the start, no `..`)",
-            requested.escape_debug()
+        return Err(ExportDirRefused::Outside(
+            requested.escape_debug().to_string(),
         ));
     }
     Ok(root.join(rel))
@@ -358,9 +373,9 @@ async fn export_miopen(
     out_dir: &str,
     options: shoal_model::message::MiopenExportOptions,
 ) -> Result<Vec<String>, ActorError> {
-    let out = export_dir_under(export_root, out_dir).map_err(ActorError::Other)?;
+    let out = export_dir_under(export_root, out_dir)?;
     let base = match &options.base_dir {
-        Some(dir) => Some(export_dir_under(export_root, dir).map_err(ActorError::Other)?),
+        Some(dir) => Some(export_dir_under(export_root, dir)?),
         None => None,
     };
     let info = store
@@ -368,10 +383,7 @@ async fn export_miopen(
         .await?
         .ok_or(ActorError::UnknownSession(session))?;
     if info.info.backend != shoal_model::Backend::Miopen {
-        return Err(ActorError::Other(format!(
-            "session {session} is not a MIOpen session: the find, perf and kernel db options \
-             are for MIOpen sessions"
-        )));
+        return Err(ActorError::NotMiopen(session));
     }
     let policy = if options.newer {
         shoal_miopen::export::merge::Policy::Newer

@@ -35,20 +35,70 @@ pub mod topology;
 
 use shoal_model::SessionId;
 
-/// Errors that stop an actor's loop (and so restart it). Candidate faults are not errors.
+/// Errors that stop an actor's work (and so restart it), or that a wiring or export function
+/// returns. Candidate faults are not errors: they are outcomes.
 #[derive(Debug, thiserror::Error)]
 pub enum ActorError {
     #[error(transparent)]
     Store(#[from] shoal_store::StoreError),
     #[error(transparent)]
     Bus(#[from] shoal_bus::BusError),
-    /// A MIOpen session's databases could not be exported (`shoal export --cluster`).
     #[error(transparent)]
     MiopenExport(#[from] shoal_miopen::export::ExportError),
+    #[error(transparent)]
+    Output(#[from] shoal_export::files::OutputError),
     #[error("session {0} is not in the store")]
     UnknownSession(SessionId),
-    #[error("{0}")]
-    Other(String),
+    #[error("config {0} is not in the store")]
+    UnknownConfig(shoal_model::ConfigId),
+    /// The session's stored spec does not parse where it was tuned (its directory moved).
+    #[error("session {session}: {source}")]
+    Spec {
+        session: SessionId,
+        #[source]
+        source: shoal_backend::spec::SpecError,
+    },
+    /// The session's shipped tree cannot be set up on this host.
+    #[error("session {session}: {source}")]
+    Tree {
+        session: SessionId,
+        #[source]
+        source: shoal_commands::shipped::TreeError,
+    },
+    #[error("session {0} is not a command-backend session; it has no tuning spec")]
+    NoSpec(SessionId),
+    #[error(
+        "session {0} is not a MIOpen session: the find, perf and kernel db options are for \
+         MIOpen sessions"
+    )]
+    NotMiopen(SessionId),
+    #[error(transparent)]
+    ExportDir(#[from] exporter::ExportDirRefused),
+    /// A directory or file of this host that the work needs could not be made or written.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A build or an artifact's installation found the disk full or read-only: this host's
+    /// state, not the candidate's fault.
+    #[error("this host cannot write its disk (full or read-only): {0}")]
+    DiskFull(String),
+    /// A task of the actor's own (a probe, a reply being sent) ended without its result.
+    #[error("{what} task: {source}")]
+    Task {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// What a process was asked to run cannot be run on this host.
+    #[error(transparent)]
+    Plan(#[from] topology::PlanError),
+    /// A phase of the stop outlasted its deadline and the grace after its children were killed.
+    #[error("the {phase} did not stop within {secs}s, even after their children were killed")]
+    StopTimedOut { phase: String, secs: u64 },
 }
 
 impl ActorError {

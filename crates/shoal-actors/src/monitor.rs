@@ -188,7 +188,10 @@ impl Handler<Probe> for GpuMonitor {
                     shoal_gpu::probe(&SystemRoot::default(), &d)
                 })
                 .await
-                .map_err(|e| ActorError::Other(format!("probe task: {e}")))?;
+                .map_err(|source| ActorError::Task {
+                    what: "probe",
+                    source,
+                })?;
                 shoal_metrics::metrics().device_probed(
                     &device.id,
                     health.healthy,

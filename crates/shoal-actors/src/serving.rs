@@ -296,7 +296,7 @@ mod tests {
                 match (self.panics, run) {
                     (true, 1) => panic!("a bug"),
                     (true, _) => Ok(()),
-                    (false, _) => Err(ActorError::Other("the disk is full".into())),
+                    (false, _) => Err(ActorError::DiskFull("the disk is full".into())),
                 }
             })
         }

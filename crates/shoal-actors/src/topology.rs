@@ -99,6 +99,25 @@ pub enum ExporterPlan {
     OnControlTopic { export_dir: PathBuf },
 }
 
+/// Why a process cannot run what was asked of it.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("the compile role needs at least one step and one architecture (--arch)")]
+    NoCompileQueues,
+    #[error(
+        "session {session} targets {arch} with {units} units, and no such device is on this host"
+    )]
+    NoDevice {
+        session: shoal_model::SessionId,
+        arch: String,
+        units: u32,
+    },
+    #[error("a topology with Evaluators needs a GpuMonitor for their health")]
+    NoMonitor,
+    #[error("the GpuMonitor does not watch {0}")]
+    UnwatchedDevice(String),
+}
+
 /// The last core, where timings on the CPU are pinned (builds are kept off it by the gate).
 pub fn timing_core() -> usize {
     std::thread::available_parallelism()
@@ -324,17 +343,13 @@ fn spawn_evaluators(
             )
         }
         (None, true) => return Ok(Vec::new()),
-        (None, false) => {
-            return Err(ActorError::Other(
-                "a topology with Evaluators needs a GpuMonitor for their health".into(),
-            ))
-        }
+        (None, false) => return Err(PlanError::NoMonitor.into()),
     };
     let mut evaluators = Vec::with_capacity(t.evaluators.len());
     for e in &t.evaluators {
-        let healthy = monitor.health_switch(&e.device.id).ok_or_else(|| {
-            ActorError::Other(format!("the GpuMonitor does not watch {}", e.device.id))
-        })?;
+        let healthy = monitor
+            .health_switch(&e.device.id)
+            .ok_or_else(|| PlanError::UnwatchedDevice(e.device.id.clone()))?;
         evaluators.push(EvaluatorConfig {
             store: parts.store.clone(),
             bus: parts.bus.clone(),
@@ -433,11 +448,9 @@ async fn phase(name: &str, drain: Drain, deadline: Duration) -> Result<(), Actor
     shoal_backend::process::kill_all();
     tokio::time::timeout(KILLED_GRACE, &mut wait)
         .await
-        .map_err(|_| {
-            ActorError::Other(format!(
-                "the {name} did not stop within {}s, even after their children were killed",
-                (deadline + KILLED_GRACE).as_secs()
-            ))
+        .map_err(|_| ActorError::StopTimedOut {
+            phase: name.to_string(),
+            secs: (deadline + KILLED_GRACE).as_secs(),
         })
 }
 

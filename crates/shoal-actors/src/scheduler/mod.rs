@@ -394,7 +394,7 @@ impl Inner {
             .store
             .config(id)
             .await?
-            .ok_or_else(|| ActorError::Other(format!("config {id} is not in the store")))?;
+            .ok_or(ActorError::UnknownConfig(id))?;
         self.configs.insert(id, c.clone());
         Ok(c)
     }

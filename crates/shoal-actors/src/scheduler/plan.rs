@@ -49,20 +49,46 @@ fn from_either(
 /// Longest worker or device name, artifact hash or build key a reply may carry.
 const MAX_NAME: usize = 256;
 
+/// A value no honest worker sends, found by [`check_reply`].
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum ImpossibleReply {
+    #[error("{what} is not a name: {bytes} bytes")]
+    NotAName { what: &'static str, bytes: usize },
+    #[error("it names no job")]
+    NoJob,
+    #[error("it carries no outcome")]
+    NoOutcome,
+    #[error("artifact hash `{0}` is not a hash")]
+    NotAHash(String),
+    #[error("job {job} measured {time_us} us: a time must be finite and positive")]
+    BadTime {
+        job: shoal_model::JobId,
+        time_us: f64,
+    },
+    #[error("job {job} has a sample of {sample_us} us: samples must be finite and not negative")]
+    BadSample {
+        job: shoal_model::JobId,
+        sample_us: f64,
+    },
+}
+
 /// What no honest worker sends: checked before a reply is planned, so that a reply with an
 /// impossible value is refused alone, with this reason, and never reaches the store. (Whether
 /// the sender may send at all is the envelope's signature; this is about the values.)
-pub fn check_reply(reply: &ReplyBody) -> Result<(), String> {
-    let name = |what: &str, s: &str| {
+pub fn check_reply(reply: &ReplyBody) -> Result<(), ImpossibleReply> {
+    let name = |what: &'static str, s: &str| {
         if s.len() > MAX_NAME || s.chars().any(char::is_control) {
-            Err(format!("{what} is not a name: {} bytes", s.len()))
+            Err(ImpossibleReply::NotAName {
+                what,
+                bytes: s.len(),
+            })
         } else {
             Ok(())
         }
     };
     let some_jobs = |jobs: &[JobRef]| {
         if jobs.is_empty() {
-            Err("it names no job".to_string())
+            Err(ImpossibleReply::NoJob)
         } else {
             Ok(())
         }
@@ -85,33 +111,33 @@ pub fn check_reply(reply: &ReplyBody) -> Result<(), String> {
             name("worker", &c.worker)?;
             name("build key", &c.build_key)?;
             match &c.result {
-                Ok(hash) if hash.is_empty() || hash.chars().any(char::is_whitespace) => Err(
-                    format!("artifact hash `{}` is not a hash", hash.escape_debug()),
-                ),
+                Ok(hash) if hash.is_empty() || hash.chars().any(char::is_whitespace) => {
+                    Err(ImpossibleReply::NotAHash(hash.escape_debug().to_string()))
+                }
                 Ok(hash) => name("artifact hash", hash),
                 Err(_) => Ok(()),
             }
         }
         ReplyBody::Evaluated(e) => {
             if e.outcomes.is_empty() {
-                return Err("it carries no outcome".into());
+                return Err(ImpossibleReply::NoOutcome);
             }
             name("worker", &e.worker)?;
             name("device", &e.device)?;
             for (r, outcome) in &e.outcomes {
                 if let Outcome::Measured(m) = outcome {
                     if !(m.time_us.is_finite() && m.time_us > 0.0) {
-                        return Err(format!(
-                            "job {} measured {} us: a time must be finite and positive",
-                            r.job, m.time_us
-                        ));
+                        return Err(ImpossibleReply::BadTime {
+                            job: r.job,
+                            time_us: m.time_us,
+                        });
                     }
                     if let Some(bad) = m.samples_us.iter().find(|s| !(s.is_finite() && **s >= 0.0))
                     {
-                        return Err(format!(
-                            "job {} has a sample of {bad} us: samples must be finite and not negative",
-                            r.job
-                        ));
+                        return Err(ImpossibleReply::BadSample {
+                            job: r.job,
+                            sample_us: *bad,
+                        });
                     }
                 }
             }
@@ -465,7 +491,11 @@ mod tests {
         assert_eq!(check_reply(&measured(3.0, vec![3.0])), Ok(()));
         for t in [-1.0, 0.0, f64::NAN, f64::INFINITY] {
             let err = check_reply(&measured(t, vec![3.0])).unwrap_err();
-            assert!(err.contains("finite and positive"), "{t}: {err}");
+            assert!(matches!(err, ImpossibleReply::BadTime { .. }), "{t}: {err}");
+            assert!(
+                err.to_string().contains("finite and positive"),
+                "{t}: {err}"
+            );
         }
         assert!(check_reply(&measured(3.0, vec![f64::NAN])).is_err());
         let empty = ReplyBody::Started {
@@ -474,7 +504,7 @@ mod tests {
             jobs: vec![],
             worker: "w".into(),
         };
-        assert!(check_reply(&empty).unwrap_err().contains("no job"));
+        assert_eq!(check_reply(&empty), Err(ImpossibleReply::NoJob));
         let odd = ReplyBody::Compiled(CompileReply {
             session: SessionId(1),
             jobs: vec![r(1, 1)],
