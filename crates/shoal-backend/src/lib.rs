@@ -34,6 +34,7 @@ pub mod command;
 pub mod context;
 pub mod expr;
 pub mod failure;
+mod fin_process;
 pub mod leaders;
 pub mod library;
 pub mod miopen;

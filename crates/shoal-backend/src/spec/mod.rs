@@ -128,6 +128,7 @@ mod files;
 mod listing;
 mod raw;
 mod recorded;
+mod sections;
 mod shapes;
 mod space;
 mod steps;
@@ -144,9 +145,7 @@ mod tests;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use regex::Regex;
 use sha2::{Digest, Sha256};
 use shoal_model::search::SearchSpec;
 use shoal_model::Params;
@@ -160,6 +159,7 @@ pub use files::{MAX_SHAPES_BYTES, MAX_SOURCE_BYTES, MAX_SPEC_BYTES};
 pub use listing::OutOfMemory;
 use listing::{combinations, params_bytes, try_push};
 pub use recorded::SHAPE_COLUMN as REPLAY_SHAPE_COLUMN;
+pub use sections::{BuildSpec, DeviceClass, OutputSpec, RunMode, RunSpec, Statistic, TimeUnit};
 pub use template::{Piece, Template};
 
 /// Placeholder names that are not parameters.
@@ -205,144 +205,6 @@ pub struct TuningSpec {
     /// Each shape's best time measured by this process, for `repeat = "adaptive"`: state of
     /// the process, shared by every evaluator holding this spec, not part of its identity.
     pub leaders: Arc<crate::leaders::Leaders>,
-}
-
-/// The build step: an argv template and its timeout.
-#[derive(Clone, Debug)]
-pub struct BuildSpec {
-    /// The argv as written, placeholders unsubstituted.
-    pub argv: Vec<String>,
-    pub timeout: Duration,
-    templates: Vec<Template>,
-}
-
-/// Where a spec's candidates are timed: `shoal tune` picks the device from this.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeviceClass {
-    Cpu,
-    Gpu,
-}
-
-impl DeviceClass {
-    pub fn parse(s: &str) -> Option<DeviceClass> {
-        match s {
-            "cpu" => Some(DeviceClass::Cpu),
-            "gpu" => Some(DeviceClass::Gpu),
-            _ => None,
-        }
-    }
-}
-
-/// How a candidate is run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunMode {
-    /// A child process per run: the artifact is an executable started by the run command.
-    Process,
-    /// The artifact is a shared object with the entry points of `include/shoal_kernel.h`,
-    /// loaded by the device's long-lived runner ([`crate::library`]).
-    Library,
-}
-
-impl RunMode {
-    pub fn parse(s: &str) -> Option<RunMode> {
-        match s {
-            "process" => Some(RunMode::Process),
-            "library" => Some(RunMode::Library),
-            _ => None,
-        }
-    }
-}
-
-/// The run step: an argv template, its timeout and the run counts.
-#[derive(Clone, Debug)]
-pub struct RunSpec {
-    pub mode: RunMode,
-    /// The argv as written, placeholders unsubstituted (empty in library mode).
-    pub argv: Vec<String>,
-    /// Process mode: the limit of each single run. Library mode: the limit of one candidate on
-    /// one problem (loading, warm-up and timed runs together).
-    pub timeout: Duration,
-    pub warmup: u32,
-    /// Timed runs; with `adaptive`, the most a candidate gets.
-    pub repeat: u32,
-    /// `repeat = "adaptive"`: runs decided one by one against the shape's best so far.
-    pub adaptive: Option<shoal_model::repeats::AdaptiveRepeat>,
-    pub statistic: Statistic,
-    templates: Vec<Template>,
-}
-
-/// How to read a run's output.
-#[derive(Clone, Debug)]
-pub struct OutputSpec {
-    /// A regex with one capture group holding the time; `None`: use the wall time.
-    pub time: Option<Regex>,
-    pub time_unit: TimeUnit,
-    /// When given, it must match stdout or the run is a wrong answer.
-    pub pass: Option<Regex>,
-    /// When it matches stdout, the run is a wrong answer.
-    pub fail: Option<Regex>,
-}
-
-/// The statistic reported over the timed runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Statistic {
-    Median,
-    Min,
-    Mean,
-}
-
-impl Statistic {
-    pub fn parse(s: &str) -> Option<Statistic> {
-        match s {
-            "median" => Some(Statistic::Median),
-            "min" => Some(Statistic::Min),
-            "mean" => Some(Statistic::Mean),
-            _ => None,
-        }
-    }
-
-    /// The statistic over non-empty samples (`NaN` for none).
-    pub fn apply(self, samples: &[f64]) -> f64 {
-        if samples.is_empty() {
-            return f64::NAN;
-        }
-        match self {
-            Statistic::Min => samples.iter().copied().fold(f64::INFINITY, f64::min),
-            Statistic::Mean => samples.iter().sum::<f64>() / samples.len() as f64,
-            Statistic::Median => shoal_model::repeats::median(samples),
-        }
-    }
-}
-
-/// The unit of the time printed by a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimeUnit {
-    S,
-    Ms,
-    Us,
-    Ns,
-}
-
-impl TimeUnit {
-    pub fn parse(s: &str) -> Option<TimeUnit> {
-        match s {
-            "s" => Some(TimeUnit::S),
-            "ms" => Some(TimeUnit::Ms),
-            "us" => Some(TimeUnit::Us),
-            "ns" => Some(TimeUnit::Ns),
-            _ => None,
-        }
-    }
-
-    /// Converts a value in this unit to microseconds.
-    pub fn to_us(self, value: f64) -> f64 {
-        match self {
-            TimeUnit::S => value * 1e6,
-            TimeUnit::Ms => value * 1e3,
-            TimeUnit::Us => value,
-            TimeUnit::Ns => value / 1e3,
-        }
-    }
 }
 
 /// One tunable parameter and its values, as text, in the spec's order.

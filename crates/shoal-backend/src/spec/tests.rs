@@ -1,5 +1,6 @@
 //! Unit tests of spec loading: messages that name file, line and field; candidates; build keys.
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use shoal_model::Params;
 use tempfile::TempDir;
