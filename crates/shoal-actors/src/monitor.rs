@@ -215,7 +215,9 @@ impl Handler<Probe> for GpuMonitor {
             }
             Ok::<_, ActorError>(healths)
         };
-        ctx.wait(probe.into_actor(self).map(|out, act, ctx| match out {
+        // Spawned, not awaited with `ctx.wait`: the control feed goes on being polled (it may hold
+        // the bus's channel lock), and a pause or resume meanwhile is applied at once.
+        ctx.spawn(probe.into_actor(self).map(|out, act, ctx| match out {
             Ok(healths) => {
                 act.probed(healths);
                 if !act.stop.is_triggered() {

@@ -4,8 +4,10 @@
 //!
 //! - **State.** A run's state (a slot's work directory, a device's artifact cache, runner and
 //!   replies in flight) is the actor's. Serving a request moves it into the request's future and
-//!   back (`ctx.wait`), so no other message is taken meanwhile and nothing else can reach it: no
-//!   lock, no `RefCell`.
+//!   back; requests are served one at a time, in order, and nothing else can reach the state:
+//!   no lock, no `RefCell`. The serving is spawned into the actor's context, not awaited with
+//!   `ctx.wait`, so that the feed is polled meanwhile: it may hold the bus's channel lock in the
+//!   middle of an operation that the serving then needs too.
 //! - **Adapter.** The feed consumes the service's queue and sends each request, waiting for it to
 //!   be served before it takes the next: the queue's prefetch, not the mailbox, bounds what is in
 //!   hand. It lives as long as one run of the actor.
@@ -16,6 +18,7 @@
 //! - **Stop.** On the stop signal the feed ends; the service finishes what it has in hand
 //!   ([`Service::finish`]) and the actor stops for good, dropping its drain guard.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -23,6 +26,7 @@ use std::rc::Rc;
 
 use actix::prelude::*;
 use futures_util::FutureExt;
+use tokio::sync::oneshot;
 
 use crate::shutdown::{DrainGuard, Signal};
 use crate::supervise::{panic_message, Backoff, Restart, RestartPace};
@@ -35,7 +39,7 @@ pub(crate) type Local<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 pub(crate) trait Service: Sized + 'static {
     /// One request, as the feed took it from the bus (with its delivery, settled by
     /// [`Service::serve`]).
-    type Request: Send + 'static;
+    type Request: Send + Unpin + 'static;
     /// What one run keeps between requests.
     type State: Unpin + 'static;
 
@@ -82,6 +86,9 @@ impl Message for FeedEnded {
     type Result = ();
 }
 
+/// A request waiting to be served (`None`: the end of the run), with who waits for its end.
+type Queued<R> = (Option<R>, Option<oneshot::Sender<()>>);
+
 /// The actor that runs a [`Service`].
 pub(crate) struct Served<S: Service> {
     service: Rc<S>,
@@ -90,6 +97,11 @@ pub(crate) struct Served<S: Service> {
     stop: Signal,
     guard: DrainGuard,
     pace: RestartPace,
+    /// Requests that came while another was served (`None`: end the run), each with who waits
+    /// for its end.
+    queue: VecDeque<Queued<S::Request>>,
+    /// Whether a request holds the state now.
+    busy: bool,
     /// Stopped for good: not started again.
     finished: bool,
 }
@@ -104,6 +116,8 @@ impl<S: Service> Served<S> {
             stop,
             guard,
             pace,
+            queue: VecDeque::new(),
+            busy: false,
             finished: false,
         })
     }
@@ -121,9 +135,26 @@ impl<S: Service> Served<S> {
         }));
     }
 
-    /// Serves `request` on the state (or, with `None`, ends the run), to its end before any
-    /// other message.
-    fn run(&mut self, ctx: &mut Context<Self>, request: Option<S::Request>) {
+    /// Queues `request` (or, with `None`, the end of the run); `done` hears when it has run.
+    fn enqueue(
+        &mut self,
+        ctx: &mut Context<Self>,
+        request: Option<S::Request>,
+        done: Option<oneshot::Sender<()>>,
+    ) {
+        self.queue.push_back((request, done));
+        self.pump(ctx);
+    }
+
+    /// Serves the next queued request on the state (or ends the run), unless one is being
+    /// served: one at a time, in order.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            return;
+        }
+        let Some((request, done)) = self.queue.pop_front() else {
+            return;
+        };
         let ends_run = request.is_none();
         let Some(mut state) = self.state.take() else {
             // Between a failure and its restart: the request's delivery, dropped unsettled,
@@ -133,6 +164,7 @@ impl<S: Service> Served<S> {
             }
             return;
         };
+        self.busy = true;
         let (service, stop) = (self.service.clone(), self.stop.clone());
         let fut = AssertUnwindSafe(async move {
             let out = match request {
@@ -147,11 +179,20 @@ impl<S: Service> Served<S> {
             out.map(|()| state)
         })
         .catch_unwind();
-        ctx.wait(fut.into_actor(self).map(move |out, act, ctx| match out {
-            Ok(Ok(_)) if ends_run => act.finish(ctx),
-            Ok(Ok(state)) => act.state = Some(state),
-            Ok(Err(e)) => act.failed(ctx, e.to_string()),
-            Err(panic) => act.failed(ctx, format!("panic: {}", panic_message(&*panic))),
+        ctx.spawn(fut.into_actor(self).map(move |out, act, ctx| {
+            act.busy = false;
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
+            match out {
+                Ok(Ok(_)) if ends_run => act.finish(ctx),
+                Ok(Ok(state)) => {
+                    act.state = Some(state);
+                    act.pump(ctx);
+                }
+                Ok(Err(e)) => act.failed(ctx, e.to_string()),
+                Err(panic) => act.failed(ctx, format!("panic: {}", panic_message(&*panic))),
+            }
         }));
     }
 
@@ -159,6 +200,7 @@ impl<S: Service> Served<S> {
     /// process is stopping or the failures have lasted too long.
     fn failed(&mut self, ctx: &mut Context<Self>, failure: String) {
         self.state = None;
+        self.queue.clear();
         if self.stop.is_triggered() {
             tracing::error!(actor = %self.service.name(), error = %failure, "failed while stopping");
             return self.finish(ctx);
@@ -174,6 +216,7 @@ impl<S: Service> Served<S> {
     fn finish(&mut self, ctx: &mut Context<Self>) {
         self.finished = true;
         self.state = None;
+        self.queue.clear();
         ctx.stop();
     }
 }
@@ -212,14 +255,21 @@ impl<S: Service> Actor for Served<S> {
 impl<S: Service> Supervised for Served<S> {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
         self.state = None;
+        self.queue.clear();
+        self.busy = false;
     }
 }
 
 impl<S: Service> Handler<Serve<S::Request>> for Served<S> {
-    type Result = ();
+    /// Completes once the request is served: the feed takes the next one then.
+    type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, msg: Serve<S::Request>, ctx: &mut Context<Self>) {
-        self.run(ctx, Some(msg.0));
+    fn handle(&mut self, msg: Serve<S::Request>, ctx: &mut Context<Self>) -> Self::Result {
+        let (done, served) = oneshot::channel();
+        self.enqueue(ctx, Some(msg.0), Some(done));
+        Box::pin(async move {
+            let _ = served.await;
+        })
     }
 }
 
@@ -227,7 +277,7 @@ impl<S: Service> Handler<FeedEnded> for Served<S> {
     type Result = ();
 
     fn handle(&mut self, _: FeedEnded, ctx: &mut Context<Self>) {
-        self.run(ctx, None);
+        self.enqueue(ctx, None, None);
     }
 }
 

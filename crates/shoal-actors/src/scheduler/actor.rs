@@ -1,6 +1,7 @@
 //! The Scheduler as an actix actor: its messages, its state, its restarts, and the adapter
 //! that feeds it the results queue (see the module above for what each turn does).
 
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use futures_util::FutureExt;
 use shoal_bus::{Bus, Consumer, Delivery, QueueOptions};
 use shoal_model::SessionId;
 use shoal_store::{Batch, Store};
+use tokio::sync::oneshot;
 
 use super::{Clock, DispatchPace, Inner, Parts, SchedulerConfig, SystemClock, STARTED_DEBOUNCE};
 use crate::backends::SessionBackends;
@@ -31,6 +33,10 @@ pub struct Scheduler {
     pace: RestartPace,
     /// The next [`Turn`] on the timer, replaced whenever a message's work schedules another.
     next_turn: Option<SpawnHandle>,
+    /// Work that arrived while other work ran, in order, each with who waits for its end.
+    queue: VecDeque<(Work, Option<oneshot::Sender<()>>)>,
+    /// Whether a message's work holds the state now.
+    busy: bool,
     /// Stopped for good (drained, given up, or stopped while failing): not started again.
     finished: bool,
 }
@@ -147,6 +153,8 @@ impl Scheduler {
             ),
             guard,
             next_turn: None,
+            queue: VecDeque::new(),
+            busy: false,
             finished: false,
         }
     }
@@ -190,8 +198,23 @@ impl Scheduler {
         self.schedule_turn(ctx, Duration::ZERO);
     }
 
-    /// Runs a message's work on the state, to its end before any other message (`ctx.wait`).
-    fn run_work(&mut self, ctx: &mut Context<Self>, work: Work) {
+    /// Queues a message's work; `done` hears when it has run.
+    fn enqueue(&mut self, ctx: &mut Context<Self>, work: Work, done: Option<oneshot::Sender<()>>) {
+        self.queue.push_back((work, done));
+        self.pump(ctx);
+    }
+
+    /// Runs the next queued work on the state, unless work runs already: one at a time, in the
+    /// order they came. The work is spawned into the context rather than awaited with
+    /// `ctx.wait`, so that the adapter goes on being polled meanwhile: it may hold the bus's
+    /// channel lock in the middle of an operation, and the work needs the same lock.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            return;
+        }
+        let Some((work, done)) = self.queue.pop_front() else {
+            return;
+        };
         let Some(mut state) = self.state.take() else {
             // Between a failure and the restart (replies dropped unacked go back to the
             // queue), or a drain while backing off: nothing to drain then.
@@ -200,22 +223,30 @@ impl Scheduler {
             }
             return;
         };
+        self.busy = true;
         let stop = self.stop.clone();
         let fut = AssertUnwindSafe(async move {
             let next = state.work(work, &stop).await?;
             Ok::<_, ActorError>((state, next))
         })
         .catch_unwind();
-        ctx.wait(fut.into_actor(self).map(|out, act, ctx| match out {
-            Ok(Ok((state, Next::TurnIn(wait)))) => {
-                act.state = Some(state);
-                if wait != Duration::MAX {
-                    act.schedule_turn(ctx, wait);
-                }
+        ctx.spawn(fut.into_actor(self).map(move |out, act, ctx| {
+            act.busy = false;
+            if let Some(done) = done {
+                let _ = done.send(());
             }
-            Ok(Ok((_, Next::Finished))) => act.finish(ctx),
-            Ok(Err(e)) => act.failed(ctx, e.to_string()),
-            Err(panic) => act.failed(ctx, format!("panic: {}", panic_message(&*panic))),
+            match out {
+                Ok(Ok((state, Next::TurnIn(wait)))) => {
+                    act.state = Some(state);
+                    if wait != Duration::MAX {
+                        act.schedule_turn(ctx, wait);
+                    }
+                    act.pump(ctx);
+                }
+                Ok(Ok((_, Next::Finished))) => act.finish(ctx),
+                Ok(Err(e)) => act.failed(ctx, e.to_string()),
+                Err(panic) => act.failed(ctx, format!("panic: {}", panic_message(&*panic))),
+            }
         }));
     }
 
@@ -232,6 +263,7 @@ impl Scheduler {
     /// long (the process is told it gave up).
     fn failed(&mut self, ctx: &mut Context<Self>, failure: String) {
         self.state = None;
+        self.queue.clear();
         if self.stop.is_triggered() {
             tracing::error!(actor = "scheduler", error = %failure, "failed while stopping");
             return self.finish(ctx);
@@ -247,6 +279,7 @@ impl Scheduler {
     fn finish(&mut self, ctx: &mut Context<Self>) {
         self.finished = true;
         self.state = None;
+        self.queue.clear();
         ctx.stop();
     }
 }
@@ -288,14 +321,21 @@ impl Supervised for Scheduler {
         // Everything in memory goes: the next run derives it again from the store.
         self.state = None;
         self.next_turn = None;
+        self.queue.clear();
+        self.busy = false;
     }
 }
 
 impl Handler<Replies> for Scheduler {
-    type Result = ();
+    /// Completes once the batch is applied (the adapter takes the next batch then).
+    type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, msg: Replies, ctx: &mut Context<Self>) {
-        self.run_work(ctx, Work::Replies(msg.0));
+    fn handle(&mut self, msg: Replies, ctx: &mut Context<Self>) -> Self::Result {
+        let (done, applied) = oneshot::channel();
+        self.enqueue(ctx, Work::Replies(msg.0), Some(done));
+        Box::pin(async move {
+            let _ = applied.await;
+        })
     }
 }
 
@@ -304,15 +344,23 @@ impl Handler<Turn> for Scheduler {
 
     fn handle(&mut self, _: Turn, ctx: &mut Context<Self>) {
         self.next_turn = None;
-        self.run_work(ctx, Work::Turn);
+        // A turn already waiting does the same work.
+        if !self.queue.iter().any(|(w, _)| matches!(w, Work::Turn)) {
+            self.enqueue(ctx, Work::Turn, None);
+        }
     }
 }
 
 impl Handler<Drained> for Scheduler {
-    type Result = ();
+    /// Completes once the last work is done.
+    type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, _: Drained, ctx: &mut Context<Self>) {
-        self.run_work(ctx, Work::Drained);
+    fn handle(&mut self, _: Drained, ctx: &mut Context<Self>) -> Self::Result {
+        let (done, drained) = oneshot::channel();
+        self.enqueue(ctx, Work::Drained, Some(done));
+        Box::pin(async move {
+            let _ = drained.await;
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The Scheduler's outbox ([`super::send`]): a request owed by a commit is sent even when the
 //! Scheduler that owed it died before publishing, or the broker refused it; and only a request
-//! the broker took leaves the outbox.
+//! the broker took leaves the outbox. And a turn sends while the results queue's adapter holds
+//! the bus's channel lock.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -255,4 +256,106 @@ async fn a_heartbeat_renews_the_lease_of_running_work() {
     assert_eq!(bus.queue_depth(&results).await.unwrap(), 0, "acked");
     let dead = bus.namespace().dead_letter_queue();
     assert_eq!(bus.queue_depth(&dead).await.unwrap(), 0);
+}
+
+/// The in-process bus behind one async lock held across each operation, with declaring a queue
+/// taking a while: as the RabbitMQ bus serialises its channel operations.
+struct LockingBus {
+    inner: Arc<MemoryBus>,
+    channel: tokio::sync::Mutex<()>,
+}
+
+#[async_trait]
+impl Bus for LockingBus {
+    fn namespace(&self) -> &Namespace {
+        self.inner.namespace()
+    }
+    fn codec(&self) -> &Codec {
+        self.inner.codec()
+    }
+    async fn declare_queue(&self, name: &str, options: &QueueOptions) -> shoal_bus::Result<()> {
+        let _channel = self.channel.lock().await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.inner.declare_queue(name, options).await
+    }
+    async fn publish(&self, queue: &str, payloads: Vec<Vec<u8>>) -> shoal_bus::Result<()> {
+        let _channel = self.channel.lock().await;
+        self.inner.publish(queue, payloads).await
+    }
+    async fn consume(&self, queue: &str, prefetch: u16) -> shoal_bus::Result<Box<dyn Consumer>> {
+        let _channel = self.channel.lock().await;
+        self.inner.consume(queue, prefetch).await
+    }
+    async fn queue_depth(&self, queue: &str) -> shoal_bus::Result<u64> {
+        self.inner.queue_depth(queue).await
+    }
+    async fn consumer_count(&self, queue: &str) -> shoal_bus::Result<u32> {
+        let _channel = self.channel.lock().await;
+        self.inner.consumer_count(queue).await
+    }
+    async fn publish_topic(
+        &self,
+        topic: &str,
+        key: &str,
+        payload: Vec<u8>,
+    ) -> shoal_bus::Result<()> {
+        self.inner.publish_topic(topic, key, payload).await
+    }
+    async fn subscribe(&self, topic: &str, pattern: &str) -> shoal_bus::Result<Box<dyn Consumer>> {
+        self.inner.subscribe(topic, pattern).await
+    }
+    async fn close(&self) -> shoal_bus::Result<()> {
+        self.inner.close().await
+    }
+}
+
+/// A Scheduler started while its session already has work dispatches it even though its
+/// results queue's adapter holds the bus's channel lock at that moment (declaring its queue):
+/// the turn waits for the lock, and the adapter, still polled, lets it go. (Awaiting the turn
+/// with `ctx.wait` stopped the adapter mid-operation, lock held: the Scheduler restarted in a
+/// chaos run never dispatched.)
+#[actix::test]
+async fn a_scheduler_dispatches_while_its_adapter_holds_the_bus_channel() {
+    let (store, session) = session_with_jobs(2).await;
+    let inner = MemoryBus::new(Namespace::new("locking").unwrap());
+    let compiles = inner
+        .namespace()
+        .compile_queue(shoal_model::Step::NoopBuild, "x86_64");
+    inner
+        .declare_queue(&compiles, &QueueOptions::limited(5))
+        .await
+        .unwrap();
+    let bus = Arc::new(LockingBus {
+        inner: inner.clone(),
+        channel: tokio::sync::Mutex::new(()),
+    });
+    let (trigger, signal) = crate::shutdown::channel();
+    let drain = crate::shutdown::Drain::new();
+    Scheduler::new(
+        Arc::new(store.clone()),
+        bus,
+        SessionBackends::default(),
+        SchedulerConfig {
+            sessions: vec![session],
+            ..SchedulerConfig::default()
+        },
+        signal,
+        drain.guard(),
+    )
+    .start_supervised();
+    let mut consumer = inner.consume(&compiles, 8).await.unwrap();
+    let d = tokio::time::timeout(Duration::from_secs(10), consumer.next())
+        .await
+        .expect("the compile request went out within 10 s")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        inner.codec().decode(&d.payload),
+        Ok(Message::Compile(_))
+    ));
+    d.ack().await.unwrap();
+    trigger.trigger();
+    tokio::time::timeout(Duration::from_secs(10), drain.wait())
+        .await
+        .expect("the Scheduler stopped");
 }
