@@ -31,10 +31,9 @@ pub struct Scheduler {
     /// Held until the actor is gone for good: the process's stop waits for it.
     guard: DrainGuard,
     pace: RestartPace,
-    /// The next [`Turn`] on the timer, replaced whenever a message's work schedules another.
-    next_turn: Option<SpawnHandle>,
-    /// Work that arrived while other work ran, in order, each with who waits for its end.
-    queue: VecDeque<(Work, Option<oneshot::Sender<()>>)>,
+    /// Work that arrived while other work ran, in order, each with who waits for its end (and
+    /// hears how long until the next turn).
+    queue: VecDeque<(Work, Option<oneshot::Sender<Duration>>)>,
     /// Whether a message's work holds the state now.
     busy: bool,
     /// Stopped for good (drained, given up, or stopped while failing): not started again.
@@ -44,13 +43,14 @@ pub struct Scheduler {
 /// A batch of deliveries from the results queue, applied in one transaction (see [`apply`]);
 /// a turn of dispatch follows.
 #[derive(Message)]
-#[rtype(result = "()")]
+#[rtype(result = "Duration")]
 pub struct Replies(pub Vec<Delivery>);
 
-/// A turn of dispatch, after writing the started notices that are due: sent by the actor's
-/// own timer, at once after a turn that made progress.
+/// A turn of dispatch, after writing the started notices that are due: sent by the adapter
+/// when no reply came within the wait the last work asked for (at once after a turn that made
+/// progress).
 #[derive(Message)]
-#[rtype(result = "()")]
+#[rtype(result = "Duration")]
 pub struct Turn;
 
 /// The last message: the results queue is empty after the stop signal (the workers stopped
@@ -152,7 +152,6 @@ impl Scheduler {
                 },
             ),
             guard,
-            next_turn: None,
             queue: VecDeque::new(),
             busy: false,
             finished: false,
@@ -195,11 +194,15 @@ impl Scheduler {
                 act.failed(ctx, e.to_string());
             }
         }));
-        self.schedule_turn(ctx, Duration::ZERO);
     }
 
     /// Queues a message's work; `done` hears when it has run.
-    fn enqueue(&mut self, ctx: &mut Context<Self>, work: Work, done: Option<oneshot::Sender<()>>) {
+    fn enqueue(
+        &mut self,
+        ctx: &mut Context<Self>,
+        work: Work,
+        done: Option<oneshot::Sender<Duration>>,
+    ) {
         self.queue.push_back((work, done));
         self.pump(ctx);
     }
@@ -232,30 +235,24 @@ impl Scheduler {
         .catch_unwind();
         ctx.spawn(fut.into_actor(self).map(move |out, act, ctx| {
             act.busy = false;
-            if let Some(done) = done {
-                let _ = done.send(());
-            }
             match out {
                 Ok(Ok((state, Next::TurnIn(wait)))) => {
                     act.state = Some(state);
-                    if wait != Duration::MAX {
-                        act.schedule_turn(ctx, wait);
+                    if let Some(done) = done {
+                        let _ = done.send(wait);
                     }
                     act.pump(ctx);
                 }
-                Ok(Ok((_, Next::Finished))) => act.finish(ctx),
+                Ok(Ok((_, Next::Finished))) => {
+                    if let Some(done) = done {
+                        let _ = done.send(Duration::MAX);
+                    }
+                    act.finish(ctx)
+                }
                 Ok(Err(e)) => act.failed(ctx, e.to_string()),
                 Err(panic) => act.failed(ctx, format!("panic: {}", panic_message(&*panic))),
             }
         }));
-    }
-
-    /// The next [`Turn`] after `wait`, instead of the one scheduled.
-    fn schedule_turn(&mut self, ctx: &mut Context<Self>, wait: Duration) {
-        if let Some(h) = self.next_turn.take() {
-            ctx.cancel_future(h);
-        }
-        self.next_turn = Some(ctx.notify_later(Turn, wait));
     }
 
     /// A message's work or the adapter failed: the actor stops, and its supervisor starts it
@@ -320,34 +317,31 @@ impl Supervised for Scheduler {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
         // Everything in memory goes: the next run derives it again from the store.
         self.state = None;
-        self.next_turn = None;
         self.queue.clear();
         self.busy = false;
     }
 }
 
 impl Handler<Replies> for Scheduler {
-    /// Completes once the batch is applied (the adapter takes the next batch then).
-    type Result = ResponseFuture<()>;
+    /// Completes once the batch is applied and dispatch has turned, with how long until the
+    /// next turn unless replies come first.
+    type Result = ResponseFuture<Duration>;
 
     fn handle(&mut self, msg: Replies, ctx: &mut Context<Self>) -> Self::Result {
-        let (done, applied) = oneshot::channel();
+        let (done, next) = oneshot::channel();
         self.enqueue(ctx, Work::Replies(msg.0), Some(done));
-        Box::pin(async move {
-            let _ = applied.await;
-        })
+        Box::pin(async move { next.await.unwrap_or(Duration::MAX) })
     }
 }
 
 impl Handler<Turn> for Scheduler {
-    type Result = ();
+    /// Completes once dispatch has turned, with how long until the next turn.
+    type Result = ResponseFuture<Duration>;
 
-    fn handle(&mut self, _: Turn, ctx: &mut Context<Self>) {
-        self.next_turn = None;
-        // A turn already waiting does the same work.
-        if !self.queue.iter().any(|(w, _)| matches!(w, Work::Turn)) {
-            self.enqueue(ctx, Work::Turn, None);
-        }
+    fn handle(&mut self, _: Turn, ctx: &mut Context<Self>) -> Self::Result {
+        let (done, next) = oneshot::channel();
+        self.enqueue(ctx, Work::Turn, Some(done));
+        Box::pin(async move { next.await.unwrap_or(Duration::MAX) })
     }
 }
 
@@ -364,11 +358,13 @@ impl Handler<Drained> for Scheduler {
     }
 }
 
-/// The results queue's adapter: consumes it and sends its deliveries to the Scheduler in
-/// batches ([`Replies`]), each once the one before is applied (the actor's mailbox holds one
-/// batch at most, so a batch waits on the broker, unacked, not in memory). On the stop signal it
-/// sends what is left on the queue (the workers stopped first, so it is final), then [`Drained`].
-/// It lives as long as one run of the actor: an error here fails the run.
+/// The results queue's adapter, and the pace of dispatch: consumes the queue and sends its
+/// deliveries to the Scheduler in batches ([`Replies`]), each once the one before is applied (a
+/// batch waits on the broker, unacked, not in memory); when no reply comes within the wait the
+/// last work asked for, it sends a [`Turn`]. A reply that is there is taken before a turn, as
+/// the single loop this replaced did. On the stop signal it sends what is left on the queue (the
+/// workers stopped first, so it is final), then [`Drained`]. It lives as long as one run of the
+/// actor: an error here fails the run.
 async fn feed_replies(
     scheduler: Addr<Scheduler>,
     bus: Arc<dyn Bus>,
@@ -380,30 +376,38 @@ async fn feed_replies(
         .await?;
     let prefetch = config.result_batch.min(u16::MAX as usize) as u16;
     let mut consumer = bus.consume(&queue, prefetch).await?;
+    // Dispatch at once, then after each piece of work: a reply that is there is taken first.
+    let mut wait = Duration::ZERO;
     loop {
         let first = tokio::select! {
             biased;
             _ = stop.triggered() => break,
-            d = consumer.next() => d,
+            d = consumer.next() => Some(d),
+            _ = tokio::time::sleep(wait) => None,
         };
-        let Some(first) = first else { return Ok(()) };
-        let mut batch = vec![first?];
-        fill_batch(&mut *consumer, &mut batch, config.result_batch).await?;
-        if scheduler.send(Replies(batch)).await.is_err() {
+        let next = match first {
+            Some(None) => return Ok(()),
+            Some(Some(first)) => {
+                let mut batch = vec![first?];
+                fill_batch(&mut *consumer, &mut batch, config.result_batch).await?;
+                scheduler.send(Replies(batch)).await
+            }
+            None => scheduler.send(Turn).await,
+        };
+        match next {
             // The actor stopped: this run is over.
-            return Ok(());
+            Err(_) => return Ok(()),
+            Ok(w) => wait = w,
         }
     }
     loop {
         let mut batch = Vec::new();
         fill_batch(&mut *consumer, &mut batch, config.result_batch).await?;
-        let last = batch.is_empty();
-        let sent = if last {
-            scheduler.send(Drained).await
-        } else {
-            scheduler.send(Replies(batch)).await
-        };
-        if last || sent.is_err() {
+        if batch.is_empty() {
+            let _ = scheduler.send(Drained).await;
+            return Ok(());
+        }
+        if scheduler.send(Replies(batch)).await.is_err() {
             return Ok(());
         }
     }

@@ -2,12 +2,13 @@
 //!
 //! The Scheduler is an actix actor, and its state ([`Inner`], with the pace of dispatch) is the
 //! actor's own: no lock, no `RefCell`, nothing shared. Work arrives as typed messages —
-//! [`Replies`] from the results queue's adapter ([`feed_replies`]), [`Turn`] from its own
-//! timer, [`Drained`] at shutdown — and each runs to its end before the next is taken, in the
-//! order they came, with the state moved into the message's future and back (the work is
-//! spawned, not awaited with `ctx.wait`, so that the adapter is polled meanwhile: it may hold
-//! the bus's channel lock). The state lives on the actor's arbiter, one thread, as actix runs
-//! every actor; nothing else can reach it. Time is read from an injected [`Clock`]. If a message's work fails or
+//! [`Replies`] from the results queue's adapter ([`feed_replies`]), [`Turn`] from the same
+//! adapter when no reply came in time, [`Drained`] at shutdown — and each runs to its end
+//! before the next is taken, in the order they came, with the state moved into the message's
+//! future and back (the work is spawned, not awaited with `ctx.wait`, so that the adapter is
+//! polled meanwhile: it may hold the bus's channel lock). The state lives on the actor's
+//! arbiter, one thread, as actix runs every actor; nothing else can reach it. Time is read from
+//! an injected [`Clock`]. If a message's work fails or
 //! panics, the actor stops and actix's `Supervisor` restarts it with fresh state, after a
 //! backoff ([`RestartPace`]): everything it keeps in memory (in-flight counts, builds out,
 //! caches) is derived again from the store, so nothing stale or half-updated survives a
