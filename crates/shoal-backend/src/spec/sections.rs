@@ -1,5 +1,5 @@
-//! The sections of a tuning spec after checking: the build and run steps, where timings run,
-//! what a measurement reports and in which unit.
+//! The sections of a tuning spec after checking: which backend it names, the build and run
+//! steps, where timings run, what a measurement reports and in which unit.
 
 use std::time::Duration;
 
@@ -142,5 +142,28 @@ impl TimeUnit {
             TimeUnit::Us => value,
             TimeUnit::Ns => value / 1e3,
         }
+    }
+}
+
+/// What a spec's `backend` key names: candidates built and run by the spec's commands (the
+/// default), or answers replayed from a recorded space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SpecBackend {
+    Command,
+    Replay,
+}
+
+impl SpecBackend {
+    /// The names the key takes, in the order an error lists them.
+    pub(super) const NAMES: [(&'static str, SpecBackend); 2] = [
+        ("command", SpecBackend::Command),
+        ("replay", SpecBackend::Replay),
+    ];
+
+    pub(super) fn named(name: &str) -> Option<SpecBackend> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, backend)| *backend)
     }
 }

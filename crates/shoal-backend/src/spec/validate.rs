@@ -12,6 +12,7 @@ use toml::Spanned;
 use super::error::{Ctx, SpecError};
 use super::files::{read_limited, read_limited_text};
 use super::raw::RawSpec;
+use super::sections::SpecBackend;
 use super::shapes::{self, is_ident, Shapes};
 use super::space::{check_space, expand, plan_params, space};
 use super::steps;
@@ -293,19 +294,22 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
     let dir = spec_dir(path);
     let mut warnings = Vec::new();
     let name = check_spec_name(ctx, &raw.name)?;
-    match &raw.backend {
-        None => {}
-        Some(b) if b.get_ref() == "command" => {}
-        Some(b) if b.get_ref() == "replay" => {
-            return super::recorded::parse(ctx, &raw, name, &dir, limits)
-        }
-        Some(b) => {
-            return Err(ctx.at(
+    let backend = match &raw.backend {
+        None => SpecBackend::Command,
+        Some(b) => SpecBackend::named(b.get_ref()).ok_or_else(|| {
+            ctx.at(
                 b.span(),
                 "backend",
-                format!("`{}` is not one of command, replay", b.get_ref()),
-            ))
-        }
+                format!(
+                    "`{}` is not one of {}",
+                    b.get_ref(),
+                    SpecBackend::NAMES.map(|(n, _)| n).join(", ")
+                ),
+            )
+        })?,
+    };
+    if backend == SpecBackend::Replay {
+        return super::recorded::parse(ctx, &raw, name, &dir, limits);
     }
     if let Some(space) = &raw.space {
         return Err(ctx.at(
