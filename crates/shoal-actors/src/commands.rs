@@ -24,7 +24,6 @@ use shoal_store::Store;
 
 use crate::serving::{served, Local, Served, Service};
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::Backoff;
 use crate::ActorError;
 
 /// The Scheduler's command inbox, as an actor ([`Served`]): `<ns>.commands` is its queue, and
@@ -85,10 +84,6 @@ impl Service for CommandInbox {
         "scheduler.commands".into()
     }
 
-    fn backoff(&self) -> Backoff {
-        Backoff::default()
-    }
-
     fn fresh_state(&self) -> Result<(), ActorError> {
         Ok(())
     }
@@ -132,10 +127,6 @@ impl Service for CommandInbox {
         stop: &'a Signal,
     ) -> Local<'a, Result<(), ActorError>> {
         Box::pin(self.answer(req, delivery, stop))
-    }
-
-    fn finish<'a>(&'a self, _: &'a mut ()) -> Local<'a, Result<(), ActorError>> {
-        Box::pin(async { Ok(()) })
     }
 }
 

@@ -145,10 +145,6 @@ impl Service for CompileSlot {
     ) -> Local<'a, Result<(), ActorError>> {
         Box::pin(self.build_request(work_dir, req, delivery, stop.clone()))
     }
-
-    fn finish<'a>(&'a self, _: &'a mut PathBuf) -> Local<'a, Result<(), ActorError>> {
-        Box::pin(async { Ok(()) })
-    }
 }
 
 impl CompileSlot {

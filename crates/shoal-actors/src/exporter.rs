@@ -14,7 +14,6 @@ use shoal_store::Store;
 use crate::backends::SessionBackends;
 use crate::serving::{Local, Served, Service};
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::Backoff;
 use crate::ActorError;
 use shoal_model::message::Control;
 
@@ -327,10 +326,6 @@ impl Service for ControlExporter {
         "exporter".into()
     }
 
-    fn backoff(&self) -> Backoff {
-        Backoff::default()
-    }
-
     fn fresh_state(&self) -> Result<(), ActorError> {
         Ok(())
     }
@@ -357,10 +352,6 @@ impl Service for ControlExporter {
         _: &'a Signal,
     ) -> Local<'a, Result<(), ActorError>> {
         Box::pin(self.order(c))
-    }
-
-    fn finish<'a>(&'a self, _: &'a mut ()) -> Local<'a, Result<(), ActorError>> {
-        Box::pin(async { Ok(()) })
     }
 }
 

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use crate::presence::Activity;
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{Backoff, Restart, RestartPace};
+use crate::supervise::{Backoff, RestartPace};
 use crate::ActorError;
 
 /// The GpuMonitor actor. Its state — each device's health switch and the devices an operator
@@ -122,11 +122,10 @@ impl GpuMonitor {
     }
 
     fn failed(&mut self, ctx: &mut Context<Self>, failure: String) {
-        if self.stop.is_triggered() {
-            return self.finish(ctx);
-        }
-        if let Restart::GiveUp(reason) = self.pace.failed(&failure) {
-            self.guard.give_up().give_up(reason);
+        if self
+            .pace
+            .stops_for_good(&failure, &self.stop, &self.guard.give_up())
+        {
             return self.finish(ctx);
         }
         ctx.stop();
@@ -162,11 +161,18 @@ impl Actor for GpuMonitor {
             ctx.stop();
             return;
         }
-        let delay = self.pace.starting();
-        if delay.is_zero() {
-            return self.begin(ctx);
+        match self.pace.backoff(&self.stop) {
+            None => self.begin(ctx),
+            Some(wait) => {
+                ctx.spawn(wait.into_actor(self).map(|passed, act, ctx| {
+                    if passed {
+                        act.begin(ctx)
+                    } else {
+                        act.finish(ctx)
+                    }
+                }));
+            }
         }
-        ctx.run_later(delay, |act, ctx| act.begin(ctx));
     }
 }
 

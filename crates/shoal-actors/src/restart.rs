@@ -17,7 +17,6 @@ use shoal_model::message::Control;
 
 use crate::serving::{Local, Served, Service};
 use crate::shutdown::{self, Drain, DrainGuard, Signal, Trigger};
-use crate::supervise::Backoff;
 use crate::ActorError;
 
 /// The actors `shoal control restart` can name.
@@ -97,10 +96,6 @@ impl Service for ControlListener {
         "worker.control".into()
     }
 
-    fn backoff(&self) -> Backoff {
-        Backoff::default()
-    }
-
     fn fresh_state(&self) -> Result<(), ActorError> {
         Ok(())
     }
@@ -135,10 +130,6 @@ impl Service for ControlListener {
             }
             other => tracing::debug!(order = ?other, "control order for another actor ignored"),
         }
-        Box::pin(async { Ok(()) })
-    }
-
-    fn finish<'a>(&'a self, _: &'a mut ()) -> Local<'a, Result<(), ActorError>> {
         Box::pin(async { Ok(()) })
     }
 }

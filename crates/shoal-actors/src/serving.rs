@@ -29,7 +29,7 @@ use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{panic_message, Backoff, Restart, RestartPace};
+use crate::supervise::{panic_message, Backoff, RestartPace};
 use crate::ActorError;
 
 /// A future on the actor's thread.
@@ -47,7 +47,9 @@ pub(crate) trait Service: Sized + 'static {
     fn name(&self) -> String;
 
     /// How restarts are paced.
-    fn backoff(&self) -> Backoff;
+    fn backoff(&self) -> Backoff {
+        Backoff::default()
+    }
 
     /// A run's fresh state.
     fn fresh_state(&self) -> Result<Self::State, ActorError>;
@@ -68,8 +70,11 @@ pub(crate) trait Service: Sized + 'static {
         stop: &'a Signal,
     ) -> Local<'a, Result<(), ActorError>>;
 
-    /// Ends a run: what the state still has in hand is settled (replies sent and acked).
-    fn finish<'a>(&'a self, state: &'a mut Self::State) -> Local<'a, Result<(), ActorError>>;
+    /// Ends a run: what the state still has in hand is settled (replies sent and acked). Nothing,
+    /// for a service that settles each request as it serves it.
+    fn finish<'a>(&'a self, _state: &'a mut Self::State) -> Local<'a, Result<(), ActorError>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// One request for the actor to serve.
@@ -201,12 +206,10 @@ impl<S: Service> Served<S> {
     fn failed(&mut self, ctx: &mut Context<Self>, failure: String) {
         self.state = None;
         self.queue.clear();
-        if self.stop.is_triggered() {
-            tracing::error!(actor = %self.service.name(), error = %failure, "failed while stopping");
-            return self.finish(ctx);
-        }
-        if let Restart::GiveUp(reason) = self.pace.failed(&failure) {
-            self.guard.give_up().give_up(reason);
+        if self
+            .pace
+            .stops_for_good(&failure, &self.stop, &self.guard.give_up())
+        {
             return self.finish(ctx);
         }
         ctx.stop();
@@ -231,24 +234,18 @@ impl<S: Service> Actor for Served<S> {
             ctx.stop();
             return;
         }
-        let delay = self.pace.starting();
-        if delay.is_zero() {
-            return self.begin(ctx);
+        match self.pace.backoff(&self.stop) {
+            None => self.begin(ctx),
+            Some(wait) => {
+                ctx.spawn(wait.into_actor(self).map(|passed, act, ctx| {
+                    if passed {
+                        act.begin(ctx)
+                    } else {
+                        act.finish(ctx)
+                    }
+                }));
+            }
         }
-        let mut stop = self.stop.clone();
-        let backoff = async move {
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = stop.triggered() => {}
-            }
-        };
-        ctx.spawn(backoff.into_actor(self).map(|_, act, ctx| {
-            if act.stop.is_triggered() {
-                act.finish(ctx)
-            } else {
-                act.begin(ctx)
-            }
-        }));
     }
 }
 
@@ -349,10 +346,6 @@ mod tests {
                     (false, _) => Err(ActorError::DiskFull("the disk is full".into())),
                 }
             })
-        }
-
-        fn finish<'a>(&'a self, _: &'a mut ()) -> Local<'a, Result<(), ActorError>> {
-            Box::pin(async { Ok(()) })
         }
     }
 

@@ -7,7 +7,10 @@
 //! never reaches this far: it ends a child process and is reported as an outcome. What does
 //! reach here is the machinery failing: the bus or store unreachable, a full disk, a bug.
 
+use std::future::Future;
 use std::time::Duration;
+
+use crate::shutdown::{GiveUp, Signal};
 
 /// Backoff between restarts: 100 ms doubling up to 5 s (a loop that failed because the broker or
 /// the store was restarting is back within seconds of it, not half a minute); reset after a loop ran for a minute.
@@ -98,6 +101,42 @@ impl RestartPace {
         self.pending = self.next_delay;
         self.next_delay = (self.next_delay * 2).min(self.backoff.max);
         Restart::After(self.pending)
+    }
+}
+
+impl RestartPace {
+    /// After a failure: whether the actor stops for good, because the process is stopping or
+    /// the failures have lasted too long (then `give_up` hears why); else its supervisor starts
+    /// it again after the backoff.
+    pub fn stops_for_good(&mut self, failure: &str, stop: &Signal, give_up: &GiveUp) -> bool {
+        if stop.is_triggered() {
+            tracing::error!(actor = %self.name, error = %failure, "failed while stopping");
+            return true;
+        }
+        match self.failed(failure) {
+            Restart::GiveUp(reason) => {
+                give_up.give_up(reason);
+                true
+            }
+            Restart::After(_) => false,
+        }
+    }
+
+    /// At a start: the backoff of the failure before, to wait out first, as a future that is
+    /// `true` once it has passed and `false` if the stop signal came first; `None` when there is
+    /// nothing to wait for (the first start).
+    pub fn backoff(&mut self, stop: &Signal) -> Option<impl Future<Output = bool> + 'static> {
+        let delay = self.starting();
+        if delay.is_zero() {
+            return None;
+        }
+        let mut stop = stop.clone();
+        Some(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => true,
+                _ = stop.triggered() => false,
+            }
+        })
     }
 }
 

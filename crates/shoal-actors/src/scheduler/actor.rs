@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use super::{Clock, DispatchPace, Inner, Parts, SchedulerConfig, SystemClock, STARTED_DEBOUNCE};
 use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{panic_message, Backoff, Restart, RestartPace};
+use crate::supervise::{panic_message, Backoff, RestartPace};
 use crate::ActorError;
 
 /// The Scheduler actor. It owns no job state in memory that the store does not also have,
@@ -261,12 +261,10 @@ impl Scheduler {
     fn failed(&mut self, ctx: &mut Context<Self>, failure: String) {
         self.state = None;
         self.queue.clear();
-        if self.stop.is_triggered() {
-            tracing::error!(actor = "scheduler", error = %failure, "failed while stopping");
-            return self.finish(ctx);
-        }
-        if let Restart::GiveUp(reason) = self.pace.failed(&failure) {
-            self.guard.give_up().give_up(reason);
+        if self
+            .pace
+            .stops_for_good(&failure, &self.stop, &self.guard.give_up())
+        {
             return self.finish(ctx);
         }
         ctx.stop();
@@ -291,25 +289,18 @@ impl Actor for Scheduler {
             ctx.stop();
             return;
         }
-        let delay = self.pace.starting();
-        if delay.is_zero() {
-            self.begin(ctx);
-            return;
+        match self.pace.backoff(&self.stop) {
+            None => self.begin(ctx),
+            Some(wait) => {
+                ctx.spawn(wait.into_actor(self).map(|passed, act, ctx| {
+                    if passed {
+                        act.begin(ctx)
+                    } else {
+                        act.finish(ctx)
+                    }
+                }));
+            }
         }
-        let mut stop = self.stop.clone();
-        let backoff = async move {
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = stop.triggered() => {}
-            }
-        };
-        ctx.spawn(backoff.into_actor(self).map(|_, act, ctx| {
-            if act.stop.is_triggered() {
-                act.finish(ctx)
-            } else {
-                act.begin(ctx)
-            }
-        }));
     }
 }
 

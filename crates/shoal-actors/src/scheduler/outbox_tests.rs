@@ -329,31 +329,8 @@ async fn a_scheduler_dispatches_while_its_adapter_holds_the_bus_channel() {
         inner: inner.clone(),
         channel: tokio::sync::Mutex::new(()),
     });
-    let (trigger, signal) = crate::shutdown::channel();
-    let drain = crate::shutdown::Drain::new();
-    Scheduler::new(
-        Arc::new(store.clone()),
-        bus,
-        SessionBackends::default(),
-        SchedulerConfig {
-            sessions: vec![session],
-            ..SchedulerConfig::default()
-        },
-        signal,
-        drain.guard(),
-    )
-    .start_supervised();
-    let mut consumer = inner.consume(&compiles, 8).await.unwrap();
-    let d = tokio::time::timeout(Duration::from_secs(10), consumer.next())
-        .await
-        .expect("the compile request went out within 10 s")
-        .unwrap()
-        .unwrap();
-    assert!(matches!(
-        inner.codec().decode(&d.payload),
-        Ok(Message::Compile(_))
-    ));
-    d.ack().await.unwrap();
+    let (trigger, drain) = super::tests::start_scheduler(Arc::new(store.clone()), bus, session);
+    super::tests::first_compile_request(&*inner, &compiles).await;
     trigger.trigger();
     tokio::time::timeout(Duration::from_secs(10), drain.wait())
         .await

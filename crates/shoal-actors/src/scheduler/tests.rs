@@ -452,12 +452,30 @@ async fn a_scheduler_that_panics_is_restarted_by_its_supervisor() {
     bus.declare_queue(&compiles, &QueueOptions::limited(5))
         .await
         .unwrap();
+    let restarts_before = shoal_metrics::metrics().loop_restarts("scheduler");
+    let (trigger, drain) = start_scheduler(panicking.clone(), bus.clone(), session);
+    first_compile_request(&*bus, &compiles).await;
+    assert_eq!(panicking.panics.load(Ordering::SeqCst), 0, "it panicked");
+    assert!(panicking.calls.load(Ordering::SeqCst) >= 2, "and ran again");
+    assert!(shoal_metrics::metrics().loop_restarts("scheduler") > restarts_before);
+    trigger.trigger();
+    tokio::time::timeout(Duration::from_secs(10), drain.wait())
+        .await
+        .expect("the Scheduler stopped for good after the stop signal");
+}
+
+/// A Scheduler actor serving `session`, under its supervisor; the trigger stops it, and the
+/// drain completes once it is gone.
+pub(super) fn start_scheduler(
+    store: Arc<dyn Store>,
+    bus: Arc<dyn shoal_bus::Bus>,
+    session: SessionId,
+) -> (crate::shutdown::Trigger, crate::shutdown::Drain) {
     let (trigger, signal) = crate::shutdown::channel();
     let drain = crate::shutdown::Drain::new();
-    let restarts_before = shoal_metrics::metrics().loop_restarts("scheduler");
     Scheduler::new(
-        panicking.clone(),
-        bus.clone(),
+        store,
+        bus,
         SessionBackends::default(),
         SchedulerConfig {
             sessions: vec![session],
@@ -467,10 +485,15 @@ async fn a_scheduler_that_panics_is_restarted_by_its_supervisor() {
         drain.guard(),
     )
     .start_supervised();
-    let mut consumer = bus.consume(&compiles, 8).await.unwrap();
+    (trigger, drain)
+}
+
+/// Waits up to 10 s for the first request on `queue` and checks that it is a compile request.
+pub(super) async fn first_compile_request(bus: &dyn shoal_bus::Bus, queue: &str) {
+    let mut consumer = bus.consume(queue, 8).await.unwrap();
     let d = tokio::time::timeout(Duration::from_secs(10), consumer.next())
         .await
-        .expect("the restarted Scheduler dispatched within 10 s")
+        .expect("a compile request went out within 10 s")
         .unwrap()
         .unwrap();
     assert!(matches!(
@@ -478,11 +501,4 @@ async fn a_scheduler_that_panics_is_restarted_by_its_supervisor() {
         Ok(Message::Compile(_))
     ));
     d.ack().await.unwrap();
-    assert_eq!(panicking.panics.load(Ordering::SeqCst), 0, "it panicked");
-    assert!(panicking.calls.load(Ordering::SeqCst) >= 2, "and ran again");
-    assert!(shoal_metrics::metrics().loop_restarts("scheduler") > restarts_before);
-    trigger.trigger();
-    tokio::time::timeout(Duration::from_secs(10), drain.wait())
-        .await
-        .expect("the Scheduler stopped for good after the stop signal");
 }
