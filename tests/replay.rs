@@ -106,3 +106,103 @@ fn a_searched_replay_tries_exactly_its_budget() {
         .count();
     assert_eq!((tried, skipped), (30, 89));
 }
+
+/// The best time a session measured, and how many it tried.
+fn best_of(db: &Path, session: i64) -> (f64, usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = rt.block_on(async {
+        use shoal_store::Store;
+        let store = shoal_store::SqliteStore::open(db).unwrap();
+        store
+            .final_results(shoal_model::SessionId(session))
+            .await
+            .unwrap()
+    });
+    let tried = results
+        .iter()
+        .filter(|r| matches!(r.state, JobState::Evaluated | JobState::Errored))
+        .count();
+    let best = results
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            Some(Outcome::Measured(m)) => Some(m.time_us),
+            _ => None,
+        })
+        .fold(f64::MAX, f64::min);
+    (best, tried)
+}
+
+#[test]
+fn a_warm_started_search_begins_with_the_priors_best() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Six of 119: cold, seed 7 draws them at random and misses the optimum (1000 us).
+    write_spec(d, "[search]\nstrategy = \"forest\"\nbudget = 6\nseed = 7\n");
+    tune(d);
+    let (cold, tried) = best_of(&d.join("t.db"), 1);
+    assert_eq!(tried, 6);
+    assert!(
+        cold > 1000.0,
+        "the cold search found the optimum: pick another seed"
+    );
+    // The recording itself as the prior: the initial design starts with its fastest.
+    let out = common::run_ok(common::shoal(d).args([
+        "tune",
+        "spec.toml",
+        "--db",
+        "w.db",
+        "--out",
+        "out",
+        "--prior",
+        "space.json",
+    ]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("starting from the results of"), "{said}");
+    assert_eq!(best_of(&d.join("w.db"), 1), (1000.0, 6));
+
+    // A session of the same store as the prior: an exhaustive tuning, then a searched one of
+    // another spec (another session) that names it.
+    write_spec(d, "");
+    tune(d);
+    std::fs::write(
+        d.join("warm.toml"),
+        "name = \"warm\"\nbackend = \"replay\"\nspace = \"space.json\"\n\
+         [search]\nstrategy = \"forest\"\nbudget = 6\nseed = 7\nprior = \"session:2\"\n",
+    )
+    .unwrap();
+    common::run_ok(common::shoal(d).args(["tune", "warm.toml", "--db", "t.db", "--out", "o2"]));
+    assert_eq!(best_of(&d.join("t.db"), 3), (1000.0, 6));
+}
+
+#[test]
+fn a_prior_that_is_not_there_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_spec(
+        d,
+        "[search]\nstrategy = \"forest\"\nbudget = 6\nprior = \"earlier.T4.json\"\n",
+    );
+    let out = common::shoal(d)
+        .args(["tune", "spec.toml", "--db", "t.db"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("search.prior") && err.contains("earlier.T4.json"),
+        "{err}"
+    );
+    assert!(!d.join("t.db").exists(), "nothing written");
+    // --prior on a spec without [search] says what is missing.
+    write_spec(d, "");
+    let out = common::shoal(d)
+        .args(["tune", "spec.toml", "--db", "t.db", "--prior", "space.json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--prior") && err.contains("[search]"), "{err}");
+}

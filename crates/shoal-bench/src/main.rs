@@ -12,8 +12,10 @@ mod dispatch;
 mod fleet;
 mod hostile;
 mod netns;
+mod overhead;
 mod preload;
 mod search;
+mod warm;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +49,13 @@ enum Command {
     /// budget, the median best-found over the optimum over `--reps` seeds, and the share of
     /// runs within 2 % of it.
     Search(search::SearchArgs),
+    /// The forest on recorded spaces, cold and warm-started from an earlier recording
+    /// (`--prior`), on the same seeds: `warm space=… budget=… prior=… cold=<median>:<share
+    /// within 2%> warm=<median>:<share within 2%>`.
+    SearchWarm(warm::WarmArgs),
+    /// What choosing costs on a synthetic space of up to 10⁷ candidates: `overhead
+    /// candidates=<N> budget=<n> … per_proposal_ms=<mean> worst_call_ms=<max> …`.
+    SearchOverhead(overhead::OverheadArgs),
     /// Publish what an attacker with broker access but without the signing key would send
     /// (garbage, a length bomb, forged replies and orders about real jobs) to the cluster
     /// named by the environment, and print `hostile published=<n> …`. The cluster must
@@ -87,6 +96,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dispatch(args) => dispatch::dispatch(args).await,
         Command::Fleet(args) => fleet::fleet(args).await,
         Command::Search(args) => search::search(args),
+        Command::SearchWarm(args) => warm::search_warm(args),
+        Command::SearchOverhead(args) => overhead::search_overhead(args),
         Command::Hostile(args) => hostile::hostile(args).await,
     }
 }

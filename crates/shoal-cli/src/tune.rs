@@ -19,6 +19,9 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     let limits = crate::args::spec_limits(args.max_candidates);
     let mut spec = shoal_backend::spec::load_with(&args.spec, &limits)?;
     spec.replay_time = args.replay_time;
+    if let Some(prior) = &args.prior {
+        with_prior(&mut spec, prior)?;
+    }
     let spec = Arc::new(spec);
     for w in &spec.warnings {
         tracing::warn!("{w}");
@@ -61,8 +64,13 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
             .in_flight
             .map(|n| format!(", at most {n} of a shape's out at once"))
             .unwrap_or_default();
+        let warm = search
+            .prior
+            .as_ref()
+            .map(|p| format!(", starting from the results of {p}"))
+            .unwrap_or_default();
         eprintln!(
-            "search: {} tries {} of each shape's candidates (seed {}{at_once}); the rest are skipped",
+            "search: {} tries {} of each shape's candidates (seed {}{at_once}{warm}); the rest are skipped",
             search.strategy, search.budget, search.seed
         );
     }
@@ -239,4 +247,35 @@ fn choose_device(
                 )
             }),
     }
+}
+
+/// `--prior`: the spec's search warm-started from `prior` (a file named relative to where the
+/// command runs), refused where the spec has no search to start.
+fn with_prior(
+    spec: &mut shoal_backend::spec::TuningSpec,
+    prior: &shoal_model::search::PriorSource,
+) -> anyhow::Result<()> {
+    use shoal_model::search::PriorSource;
+    let Some(search) = spec.search.as_mut() else {
+        anyhow::bail!(
+            "--prior starts a search from earlier results, but {} has no [search]: add one with \
+             a strategy and a budget (strategy = \"forest\", budget = \"2%\")",
+            spec.path.display()
+        );
+    };
+    let prior = match prior {
+        PriorSource::File(path) => {
+            let absolute =
+                std::path::absolute(path).with_context(|| format!("--prior {}", path.display()))?;
+            anyhow::ensure!(
+                absolute.is_file(),
+                "--prior {}: no such file (a T4 file, or session:<id> of this store)",
+                path.display()
+            );
+            PriorSource::File(absolute)
+        }
+        PriorSource::Session(_) => prior.clone(),
+    };
+    search.prior = Some(prior);
+    Ok(())
 }

@@ -59,6 +59,14 @@ pub struct TuneArgs {
     /// scheduling at the recording's pace.
     #[arg(long, value_name = "instant|scaled:F", default_value = "instant")]
     pub replay_time: shoal_backend::replay::ReplayTime,
+    /// Start each shape's search from earlier results, as a prior (not as the answer): a T4
+    /// file (`shoal export --format t4` of another tuning: another shape, device or version of
+    /// this kernel) or `session:<id>`, a session of this store. Overrides the spec's `[search]
+    /// prior`; the spec needs a `[search]` with a strategy and a budget. In cluster mode, name
+    /// it in the spec instead.
+    #[arg(long, value_name = "FILE|session:ID", conflicts_with = "cluster",
+          value_parser = |s: &str| shoal_model::search::PriorSource::parse(s).map_err(|e| e.to_string()))]
+    pub prior: Option<shoal_model::search::PriorSource>,
     /// Serve Prometheus metrics on http://ADDR/metrics while tuning (jobs per state, results
     /// by kind, dispatch and apply latency, device temperature, utilisation and clock). A bare
     /// port (`9464`) listens on loopback.

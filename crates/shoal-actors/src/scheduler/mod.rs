@@ -37,6 +37,7 @@ mod dispatch;
 mod eval_room;
 mod in_flight;
 pub mod plan;
+mod prior;
 mod progress;
 mod search;
 mod seen;

@@ -30,6 +30,7 @@ use shoal_model::{
 };
 use shoal_store::{Batch, Change};
 
+use super::prior::Earlier;
 use super::Inner;
 use crate::ActorError;
 
@@ -91,7 +92,7 @@ fn space_of(
 }
 
 /// What a finished job tells its search: its time, or `None` for a failure.
-fn outcome_of(row: &FinalResult) -> Option<Option<f64>> {
+pub(super) fn outcome_of(row: &FinalResult) -> Option<Option<f64>> {
     match (row.state, &row.outcome) {
         (JobState::Evaluated, Some(Outcome::Measured(m))) => Some(Some(m.time_us)),
         (JobState::Evaluated | JobState::Errored, _) => Some(None),
@@ -102,7 +103,12 @@ fn outcome_of(row: &FinalResult) -> Option<Option<f64>> {
 impl SessionSearch {
     /// The session's searches as the store has them; `None` when the session has none to
     /// drive (no `[search]`, or every shape's search has ended).
-    fn rebuild(spec: &TuningSpec, search: &SearchSpec, rows: &[FinalResult]) -> Option<Self> {
+    fn rebuild(
+        spec: &TuningSpec,
+        search: &SearchSpec,
+        rows: &[FinalResult],
+        earlier: Option<&Earlier>,
+    ) -> Option<Self> {
         let mut by_config: HashMap<ConfigId, Vec<&FinalResult>> = HashMap::new();
         for r in rows {
             by_config.entry(r.config).or_default().push(r);
@@ -143,8 +149,13 @@ impl SessionSearch {
                     outcomes.push((c, o));
                 }
             }
+            let prior = earlier.map(|e| e.prior_for(spec, &space, &rows[0].config_params));
+            if let Some(p) = &prior {
+                tracing::info!(shape = %rows[0].config_params, candidates = space.candidates.len(),
+                    known = p.len(), "a search starts from earlier results");
+            }
             shapes.push(ShapeSearch {
-                search: Search::resume(search, &space, &proposed, &outcomes),
+                search: Search::resume(search, &space, prior.as_ref(), &proposed, &outcomes),
                 jobs,
                 done: false,
             });
@@ -317,8 +328,17 @@ impl Inner {
         let Some(search) = spec.search.clone() else {
             return Ok(None);
         };
+        let earlier = match &search.prior {
+            Some(source) => self.earlier(&spec, source).await?,
+            None => None,
+        };
         let rows = self.store.final_results(session).await?;
-        Ok(SessionSearch::rebuild(&spec, &search, &rows))
+        Ok(SessionSearch::rebuild(
+            &spec,
+            &search,
+            &rows,
+            earlier.as_ref(),
+        ))
     }
 }
 

@@ -74,6 +74,8 @@
 //! strategy = "forest"
 //! budget = "5%"
 //! in_flight = 8                     # optional: of one shape's candidates out at once, at most
+//! prior = "h100/conv-1.T4.json.gz"  # optional: start from earlier results (a T4 file, relative
+//!                                   # to the spec's folder, or "session:<id>" of the same store)
 //! ```
 //!
 //! The file's parameters are the compile parameters, its configurations the only candidates,

@@ -46,6 +46,7 @@ pub struct RawSearch {
     pub budget: Option<Spanned<Value>>,
     pub seed: Option<Spanned<i64>>,
     pub in_flight: Option<Spanned<i64>>,
+    pub prior: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -113,7 +113,7 @@ pub(super) fn parse(
             pass: None,
             fail: None,
         },
-        search: steps::search(ctx, raw)?,
+        search: steps::search(ctx, raw, dir)?,
         compile_params,
         run_params: Vec::new(),
         shape_columns: vec![SHAPE_COLUMN.to_string()],

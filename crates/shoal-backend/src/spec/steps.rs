@@ -8,7 +8,7 @@ use std::path::Path;
 
 use regex::Regex;
 use shoal_model::repeats::AdaptiveRepeat;
-use shoal_model::search::{Budget, SearchSpec};
+use shoal_model::search::{Budget, PriorSource, SearchSpec};
 use toml::Spanned;
 
 use super::commands::{check_program, placeholder_rule, templates};
@@ -316,7 +316,7 @@ fn regex(
 /// strategy, its budget per shape (a count, or a share such as `"5%"`), its seed (1 when not
 /// given) and how many of one shape's candidates may be out at once (`in_flight`; as many as
 /// the strategy can use when not given).
-pub(super) fn search(ctx: Ctx, raw: &RawSpec) -> Result<Option<SearchSpec>, SpecError> {
+pub(super) fn search(ctx: Ctx, raw: &RawSpec, dir: &Path) -> Result<Option<SearchSpec>, SpecError> {
     let Some(section) = &raw.search else {
         return Ok(None);
     };
@@ -367,17 +367,38 @@ pub(super) fn search(ctx: Ctx, raw: &RawSpec) -> Result<Option<SearchSpec>, Spec
         Some(s) => u64::try_from(*s.get_ref())
             .map_err(|_| ctx.at(s.span(), "search.seed", "a seed of 0 or more"))?,
     };
-    let spec = SearchSpec::new(strategy.get_ref(), budget, seed)
+    let mut spec = SearchSpec::new(strategy.get_ref(), budget, seed)
         .map_err(|e| ctx.at(strategy.span(), "search.strategy", e))?;
-    match &raw_search.in_flight {
-        None => Ok(Some(spec)),
-        Some(n) => match usize::try_from(*n.get_ref()) {
-            Ok(n) if n >= 1 => Ok(Some(spec.with_in_flight(n))),
-            _ => Err(ctx.at(
-                n.span(),
-                "search.in_flight",
-                "candidates of one shape out at once: 1 or more",
-            )),
-        },
+    if let Some(n) = &raw_search.in_flight {
+        match usize::try_from(*n.get_ref()) {
+            Ok(n) if n >= 1 => spec = spec.with_in_flight(n),
+            _ => {
+                return Err(ctx.at(
+                    n.span(),
+                    "search.in_flight",
+                    "candidates of one shape out at once: 1 or more",
+                ))
+            }
+        }
     }
+    if let Some(p) = &raw_search.prior {
+        let source =
+            PriorSource::parse(p.get_ref()).map_err(|e| ctx.at(p.span(), "search.prior", e))?;
+        // A file that is not there is said now, not when the Scheduler first drives a shape.
+        if let PriorSource::File(path) = &source {
+            let at = dir.join(path);
+            if !at.is_file() {
+                return Err(ctx.at(
+                    p.span(),
+                    "search.prior",
+                    format!(
+                        "{}: no such file (a T4 file, relative to the spec's folder, or session:<id>)",
+                        at.display()
+                    ),
+                ));
+            }
+        }
+        spec = spec.with_prior(source);
+    }
+    Ok(Some(spec))
 }

@@ -352,7 +352,7 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
     let device = steps::device(ctx, &raw)?;
     let (build, run) = steps::step_specs(ctx, &raw, build_command, run_command)?;
     let output = steps::output(ctx, &raw)?;
-    let search = steps::search(ctx, &raw)?;
+    let search = steps::search(ctx, &raw, &dir)?;
 
     let params = Known {
         compile: &compile_params,

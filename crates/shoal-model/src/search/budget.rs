@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::{strategy, Space, Strategy, STRATEGIES};
+use super::{strategy, Prior, PriorSource, Space, Strategy, STRATEGIES};
 
 /// Why a spec's `[search]` (its budget or its strategy) is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -89,6 +89,8 @@ pub struct SearchSpec {
     /// Candidates of one shape chosen and not yet back, at most; `None`: as many as the
     /// strategy can use ([`Strategy::in_flight`]).
     pub in_flight: Option<usize>,
+    /// Earlier results to start from (a warm start; see [`Prior`]); `None`: a cold start.
+    pub prior: Option<PriorSource>,
 }
 
 impl SearchSpec {
@@ -104,6 +106,7 @@ impl SearchSpec {
             budget,
             seed,
             in_flight: None,
+            prior: None,
         })
     }
 
@@ -111,6 +114,12 @@ impl SearchSpec {
     /// whatever its strategy would use.
     pub fn with_in_flight(mut self, n: usize) -> SearchSpec {
         self.in_flight = Some(n.max(1));
+        self
+    }
+
+    /// The same search, warm-started from `prior`'s results.
+    pub fn with_prior(mut self, prior: PriorSource) -> SearchSpec {
+        self.prior = Some(prior);
         self
     }
 }
@@ -134,8 +143,14 @@ impl Search {
     /// registered by a newer one; [`SearchSpec::new`] refuses it in a spec) searches at random
     /// rather than stopping the Scheduler.
     pub fn new(spec: &SearchSpec, space: &Space) -> Search {
+        Search::warm(spec, space, None)
+    }
+
+    /// A search that has proposed nothing yet, warm-started from an earlier tuning's results
+    /// where its strategy uses them (see [`Prior`]).
+    pub fn warm(spec: &SearchSpec, space: &Space, prior: Option<&Prior>) -> Search {
         let size = space.candidates.len();
-        let strategy: Box<dyn Strategy> = strategy(&spec.strategy, space, spec.seed)
+        let strategy: Box<dyn Strategy> = strategy(&spec.strategy, space, spec.seed, prior)
             .unwrap_or_else(|| Box::new(super::Random::new(space, spec.seed)));
         let budget = spec.budget.evaluations(size);
         Search {
@@ -160,10 +175,11 @@ impl Search {
     pub fn resume(
         spec: &SearchSpec,
         space: &Space,
+        prior: Option<&Prior>,
         proposed: &[usize],
         outcomes: &[(usize, Option<f64>)],
     ) -> Search {
-        let mut s = Search::new(spec, space);
+        let mut s = Search::warm(spec, space, prior);
         for &c in proposed {
             if c < s.size && !s.proposed[c] {
                 s.proposed[c] = true;
@@ -339,7 +355,7 @@ mod tests {
                 .take(8)
                 .map(|&c| (c, Some(1.0 + c as f64)))
                 .collect();
-            let mut again = Search::resume(&spec, &space, &before, &outcomes);
+            let mut again = Search::resume(&spec, &space, None, &before, &outcomes);
             assert_eq!(again.outstanding(), 8, "{name}");
             let mut after = Vec::new();
             loop {

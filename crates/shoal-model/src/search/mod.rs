@@ -13,6 +13,7 @@
 mod budget;
 mod forest;
 mod genetic;
+mod prior;
 mod random;
 mod simulate;
 
@@ -21,8 +22,9 @@ use std::collections::HashMap;
 pub use budget::{Budget, Search, SearchSpec, SearchSpecError};
 pub use forest::Forest;
 pub use genetic::Genetic;
+pub use prior::{Prior, PriorSource, PriorSourceError};
 pub use random::Random;
-pub use simulate::{simulate, Simulated, Slots};
+pub use simulate::{simulate, simulate_warm, Simulated, Slots};
 
 /// The candidates a strategy chooses from.
 #[derive(Clone, Debug, Default)]
@@ -67,12 +69,18 @@ pub trait Strategy {
 /// The strategies by name, for specs and benchmarks.
 pub const STRATEGIES: [&str; 3] = ["random", "genetic", "forest"];
 
-/// A strategy by name over `space`, seeded.
-pub fn strategy(name: &str, space: &Space, seed: u64) -> Option<Box<dyn Strategy>> {
+/// A strategy by name over `space`, seeded, warm-started from `prior` where it can use one
+/// (the forest; see [`Prior`]).
+pub fn strategy(
+    name: &str,
+    space: &Space,
+    seed: u64,
+    prior: Option<&Prior>,
+) -> Option<Box<dyn Strategy>> {
     match name {
         "random" => Some(Box::new(Random::new(space, seed))),
         "genetic" => Some(Box::new(Genetic::new(space, seed))),
-        "forest" => Some(Box::new(Forest::new(space, seed))),
+        "forest" => Some(Box::new(Forest::warm(space, seed, prior))),
         _ => None,
     }
 }
@@ -222,6 +230,50 @@ mod tests {
             explored += usize::from(seen[8..16].iter().any(|c| away(*c) > 1));
         }
         assert!(explored > 0, "the second batch explored in no seed");
+    }
+
+    /// The forest's best found with `budget` of the 192 candidates, 8 out at a time and
+    /// refilled, from `prior` (each candidate's earlier time given by `earlier`) or cold.
+    fn warm_median(budget: u64, earlier: Option<&dyn Fn(usize) -> Option<f64>>) -> f64 {
+        let (space, time) = space();
+        let prior = earlier.map(|f| Prior::new((0..space.candidates.len()).map(|c| (c, f(c)))));
+        let mut bests: Vec<f64> = (1..=21)
+            .map(|seed| {
+                let spec = SearchSpec::new("forest", Budget::Count(budget), seed).unwrap();
+                let run = simulate_warm(&spec, &space, prior.as_ref(), Slots::Refilled(8), |c| {
+                    time(c, &space)
+                });
+                run.best.unwrap_or(f64::MAX)
+            })
+            .collect();
+        bests.sort_by(f64::total_cmp);
+        bests[10]
+    }
+
+    #[test]
+    fn a_prior_that_ranks_like_the_space_starts_the_forest_near_its_optimum() {
+        // Another "device": the same landscape at another scale, its optimum one step away.
+        let (space, _) = space();
+        let shifted = |c: usize| {
+            let v = &space.candidates[c];
+            let (a, b) = (f64::from(v[0]), f64::from(v[1]));
+            Some(3.0 * (20.0 + (a - 11.0).powi(2) + (b - 4.0).powi(2)))
+        };
+        let (cold, warm) = (warm_median(12, None), warm_median(12, Some(&shifted)));
+        assert!(warm < cold, "warm {warm} against cold {cold}");
+        assert!(
+            warm <= 11.0,
+            "warm {warm}: the optimum is 10, one step from the prior's"
+        );
+    }
+
+    #[test]
+    fn a_prior_that_misleads_costs_little() {
+        // The landscape upside down: the prior's best are the space's worst.
+        let (space, time) = space();
+        let inverted = |c: usize| time(c, &space).map(|t| 1_000.0 - t);
+        let (cold, warm) = (warm_median(40, None), warm_median(40, Some(&inverted)));
+        assert!(warm <= cold * 1.1, "warm {warm} against cold {cold}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Search, SearchSpec, Space};
+use super::{Prior, Search, SearchSpec, Space};
 
 /// How candidates are asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,9 +35,20 @@ pub fn simulate(
     spec: &SearchSpec,
     space: &Space,
     slots: Slots,
+    time: impl FnMut(usize) -> Option<f64>,
+) -> Simulated {
+    simulate_warm(spec, space, None, slots, time)
+}
+
+/// As [`simulate`], the search warm-started from `prior` ([`Search::warm`]).
+pub fn simulate_warm(
+    spec: &SearchSpec,
+    space: &Space,
+    prior: Option<&Prior>,
+    slots: Slots,
     mut time: impl FnMut(usize) -> Option<f64>,
 ) -> Simulated {
-    let mut search = Search::new(spec, space);
+    let mut search = Search::warm(spec, space, prior);
     let mut out = Simulated {
         measured: Vec::new(),
         best: None,

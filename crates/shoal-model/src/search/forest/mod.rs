@@ -55,7 +55,13 @@
 //! shared memory); trees take both as they are, where a GP needs a kernel designed for them.
 //! Failed candidates are learnt as the worst time seen, so the forest steers away from them.
 
-use super::{Random, Rng, Space, Strategy};
+mod pool;
+mod tree;
+
+use std::collections::HashMap;
+
+use super::{Prior, Random, Rng, Space, Strategy};
+use tree::{Training, Tree};
 
 /// Valid candidates measured at random before the forest is trusted: one in 25 of the space,
 /// at least 6 and at most 16, so that a small space's budget is not spent at random.
@@ -67,8 +73,6 @@ fn initial(size: usize) -> usize {
 const FIRST_FIT: usize = 8;
 /// Trees in the forest.
 const TREES: usize = 16;
-/// A node with fewer measurements than this is a leaf.
-const MIN_SPLIT: usize = 4;
 /// The budget, at least, in rounds of the candidates the forest has out at once
 /// ([`Strategy::in_flight`]).
 const ROUNDS: usize = 12;
@@ -81,15 +85,30 @@ const PATIENCE: usize = 48;
 
 /// The forest-guided search (see the module's documentation).
 pub struct Forest {
-    space: Space,
+    /// Each candidate as the trees see it: its value indexes, one per parameter, then, with a
+    /// prior, its earlier standing ([`Prior::bins`]).
+    features: Vec<Vec<u16>>,
+    /// How many values each feature has.
+    sizes: Vec<usize>,
+    /// How many of the features are the space's parameters.
+    params: usize,
     rng: Rng,
     proposed: Vec<bool>,
+    /// Candidates not proposed yet.
+    unproposed: usize,
     /// Random candidates not proposed yet, in order (the initial design and the fallback).
     random: Random,
+    /// The prior's fastest candidates, the fastest first: the start of the initial design.
+    seeded: Vec<usize>,
     /// Measured candidates and their log times; failures are `None` until a fit.
     measured: Vec<(usize, Option<f64>)>,
-    /// Which candidates have been observed (so that proposed and not observed is in flight).
+    /// Which candidates have been observed.
     observed: Vec<bool>,
+    /// Proposed and not yet observed.
+    pending: Vec<usize>,
+    /// What the forest believed of each pending candidate it chose (see [`Forest::propose`]),
+    /// its log time.
+    believed: HashMap<usize, f64>,
     /// The best candidate measured and its log time.
     best: Option<(usize, f64)>,
     /// Measurements since the best last improved.
@@ -99,25 +118,80 @@ pub struct Forest {
     /// How many the search may still propose, as last told ([`Strategy::budget_left`]);
     /// `usize::MAX` when it was never told.
     left: usize,
+    /// Where each candidate is, by its value indexes: built the first time the space is larger
+    /// than a pool ([`Forest::pool`]), to look up the best's neighbours.
+    index: Option<pool::Index>,
 }
 
 impl Forest {
     pub fn new(space: &Space, seed: u64) -> Self {
+        Forest::warm(space, seed, None)
+    }
+
+    /// A forest that starts from an earlier tuning's results (see [`Prior`]): its initial
+    /// design begins with half its size of the prior's fastest candidates, and its trees see
+    /// each candidate's earlier standing.
+    pub fn warm(space: &Space, seed: u64, prior: Option<&Prior>) -> Self {
+        let size = space.candidates.len();
+        let prior = prior.filter(|p| !p.is_empty());
+        let (features, sizes) = match prior {
+            None => (space.candidates.clone(), space.sizes.clone()),
+            Some(p) => {
+                let bins = p.bins(size);
+                let features = space
+                    .candidates
+                    .iter()
+                    .zip(bins)
+                    .map(|(c, b)| c.iter().copied().chain([b]).collect())
+                    .collect();
+                let sizes = space.sizes.iter().copied().chain([Prior::BINS]).collect();
+                (features, sizes)
+            }
+        };
         Forest {
-            space: space.clone(),
+            features,
+            sizes,
+            params: space.sizes.len(),
             rng: Rng::new(seed ^ 0xF0_4E57),
-            proposed: vec![false; space.candidates.len()],
+            proposed: vec![false; size],
+            unproposed: size,
             random: Random::new(space, seed),
+            seeded: prior.map_or_else(Vec::new, |p| p.best(initial(size) / 2)),
             measured: Vec::new(),
-            observed: vec![false; space.candidates.len()],
+            observed: vec![false; size],
+            pending: Vec::new(),
+            believed: HashMap::new(),
             best: None,
             since_best: 0,
             proposals: 0,
             left: usize::MAX,
+            index: None,
         }
     }
 
-    fn random_unproposed(&mut self) -> Option<usize> {
+    /// A candidate's value indexes, one per parameter.
+    fn values(&self, c: usize) -> &[u16] {
+        &self.features[c][..self.params]
+    }
+
+    /// Marks `c` proposed.
+    fn take(&mut self, c: usize) {
+        self.proposed[c] = true;
+        self.unproposed -= 1;
+        // One observed already was proposed before a restart (see `Search::resume`).
+        if !self.observed[c] {
+            self.pending.push(c);
+        }
+    }
+
+    /// The next candidate of the initial design: the prior's fastest first, then at random.
+    fn initial_unproposed(&mut self) -> Option<usize> {
+        while !self.seeded.is_empty() {
+            let c = self.seeded.remove(0);
+            if !self.proposed[c] {
+                return Some(c);
+            }
+        }
         loop {
             let c = *self.random.propose(1).first()?;
             if !self.proposed[c] {
@@ -142,7 +216,7 @@ impl Forest {
     /// (67 in 100) at a larger cost on convolution.
     fn stalled(&self) -> Option<&[u16]> {
         let (best, _) = self.best?;
-        (self.since_best >= PATIENCE).then(|| self.space.candidates[best].as_slice())
+        (self.since_best >= PATIENCE).then(|| self.values(best))
     }
 
     /// Whether a batch of `n`, asked for while `in_flight` candidates are out, takes the last
@@ -175,20 +249,14 @@ impl Forest {
     /// A forest fitted to the candidates `xs` and their log times `ys` (each tree on its own
     /// bootstrap sample), as it sees the `open` candidates.
     fn model(&mut self, xs: &[usize], ys: &[f64], open: &[usize]) -> Model {
-        let xs: Vec<&[u16]> = xs
-            .iter()
-            .map(|c| self.space.candidates[*c].as_slice())
-            .collect();
+        let xs: Vec<&[u16]> = xs.iter().map(|c| self.features[*c].as_slice()).collect();
+        let mut training = Training::new(&xs, ys, &self.sizes);
         let trees: Vec<Tree> = (0..TREES)
-            .map(|_| Tree::fit(&xs, ys, &self.space.sizes, &mut self.rng))
+            .map(|_| Tree::fit(&mut training, &mut self.rng))
             .collect();
         let predictions: Vec<Vec<f64>> = trees
             .iter()
-            .map(|t| {
-                open.iter()
-                    .map(|c| t.predict(&self.space.candidates[*c]))
-                    .collect()
-            })
+            .map(|t| open.iter().map(|c| t.predict(&self.features[*c])).collect())
             .collect();
         let (mean, spread) = (0..open.len())
             .map(|i| {
@@ -219,20 +287,18 @@ struct Model {
 impl Strategy for Forest {
     fn propose(&mut self, n: usize) -> Vec<usize> {
         let valid = self.measured.iter().filter(|m| m.1.is_some()).count();
-        let in_flight: Vec<usize> = (0..self.space.candidates.len())
-            .filter(|c| self.proposed[*c] && !self.observed[*c])
-            .collect();
+        let in_flight = self.pending.clone();
         let mut out = Vec::with_capacity(n);
         // The initial design is random, until it has been measured; or, when slots are refilled
         // while others are still timed, until it has been proposed and a first part of it
         // measured. Asked for whole batches, nothing is in flight and the two are the same.
-        let first = initial(self.space.candidates.len());
+        let first = initial(self.proposed.len());
         if valid < first.min(FIRST_FIT) || valid + in_flight.len() < first {
             while out.len() < n {
-                let Some(c) = self.random_unproposed() else {
+                let Some(c) = self.initial_unproposed() else {
                     break;
                 };
-                self.proposed[c] = true;
+                self.take(c);
                 out.push(c);
             }
             self.proposals += out.len();
@@ -242,16 +308,24 @@ impl Strategy for Forest {
         // Candidates in flight are believed as a batch's picks are (below): as the forest
         // fitted to what was measured expects of them, one spread slower. Otherwise a slot
         // refilled while 15 others are timed would go to a near twin of one of them.
-        if !in_flight.is_empty() {
-            let Model { mean, spread, .. } = self.model(&xs, &ys, &in_flight);
-            for (i, c) in in_flight.iter().enumerate() {
-                xs.push(*c);
-                ys.push(mean[i] + spread[i]);
+        // What it believed of them when it chose them is kept; only those chosen otherwise (the
+        // initial design) need a fit of their own.
+        let unbelieved: Vec<usize> = in_flight
+            .iter()
+            .copied()
+            .filter(|c| !self.believed.contains_key(c))
+            .collect();
+        if !unbelieved.is_empty() {
+            let Model { mean, spread, .. } = self.model(&xs, &ys, &unbelieved);
+            for (i, c) in unbelieved.iter().enumerate() {
+                self.believed.insert(*c, mean[i] + spread[i]);
             }
         }
-        let open: Vec<usize> = (0..self.space.candidates.len())
-            .filter(|c| !self.proposed[*c])
-            .collect();
+        for c in &in_flight {
+            xs.push(*c);
+            ys.push(self.believed[c]);
+        }
+        let open = self.pool();
         let mut taken = vec![false; open.len()];
         let last = self.last(n, in_flight.len());
         while out.len() < n && out.len() < open.len() {
@@ -282,27 +356,26 @@ impl Strategy for Forest {
                     .then(mean[*a].total_cmp(&mean[*b]))
             };
             let (best, away) = match self.best {
-                Some((b, _)) if last => (Some(self.space.candidates[b].as_slice()), 1),
+                Some((b, _)) if last => (Some(self.values(b)), 1),
                 _ => ((!bound_turn).then(|| self.stalled()).flatten(), 2),
             };
             let pick = best
                 .and_then(|best| {
                     (0..open.len())
-                        .filter(|i| {
-                            !taken[*i] && distance(&self.space.candidates[open[*i]], best) == away
-                        })
+                        .filter(|i| !taken[*i] && distance(self.values(open[*i]), best) == away)
                         .min_by(better)
                 })
                 .or_else(|| (0..open.len()).filter(|i| !taken[*i]).min_by(better))
                 .expect("an open candidate is left");
             taken[pick] = true;
-            self.proposed[open[pick]] = true;
+            self.take(open[pick]);
             out.push(open[pick]);
             // The believer: the pick is taken to measure what the forest expects of it less
             // kindly, one spread slower, and the next pick of the batch comes from a forest
             // refitted with that.
             xs.push(open[pick]);
             ys.push(mean[pick] + spread[pick]);
+            self.believed.insert(open[pick], mean[pick] + spread[pick]);
         }
         self.proposals += out.len();
         out
@@ -325,6 +398,10 @@ impl Strategy for Forest {
         if let Some(seen) = self.observed.get_mut(candidate) {
             *seen = true;
         }
+        if let Some(i) = self.pending.iter().position(|c| *c == candidate) {
+            self.pending.remove(i);
+        }
+        self.believed.remove(&candidate);
         match log {
             Some(l) if self.best.is_none_or(|(_, b)| l < b) => {
                 self.best = Some((candidate, l));
@@ -338,129 +415,6 @@ impl Strategy for Forest {
 /// In how many parameters two candidates differ.
 fn distance(a: &[u16], b: &[u16]) -> usize {
     a.iter().zip(b).filter(|(x, y)| x != y).count()
-}
-
-/// A regression tree over value indexes: a node splits on `x[feature] <= threshold`.
-struct Tree {
-    nodes: Vec<Node>,
-}
-
-enum Node {
-    Leaf(f64),
-    Split {
-        feature: usize,
-        threshold: u16,
-        left: usize,
-        right: usize,
-    },
-}
-
-impl Tree {
-    /// A tree grown on a bootstrap sample, each split the best over every parameter that
-    /// varies (see [`best_split`]).
-    fn fit(xs: &[&[u16]], ys: &[f64], sizes: &[usize], rng: &mut Rng) -> Tree {
-        let sample: Vec<usize> = (0..xs.len()).map(|_| rng.below(xs.len())).collect();
-        let mut tree = Tree { nodes: Vec::new() };
-        tree.grow(xs, ys, sizes, sample, rng);
-        tree
-    }
-
-    fn grow(
-        &mut self,
-        xs: &[&[u16]],
-        ys: &[f64],
-        sizes: &[usize],
-        rows: Vec<usize>,
-        rng: &mut Rng,
-    ) -> usize {
-        let id = self.nodes.len();
-        let mean = rows.iter().map(|r| ys[*r]).sum::<f64>() / rows.len().max(1) as f64;
-        self.nodes.push(Node::Leaf(mean));
-        if rows.len() < MIN_SPLIT {
-            return id;
-        }
-        let Some((feature, threshold)) = best_split(xs, ys, sizes, &rows, rng) else {
-            return id;
-        };
-        let (l, r): (Vec<usize>, Vec<usize>) = rows
-            .into_iter()
-            .partition(|row| xs[*row][feature] <= threshold);
-        let left = self.grow(xs, ys, sizes, l, rng);
-        let right = self.grow(xs, ys, sizes, r, rng);
-        self.nodes[id] = Node::Split {
-            feature,
-            threshold,
-            left,
-            right,
-        };
-        id
-    }
-
-    fn predict(&self, x: &[u16]) -> f64 {
-        let mut id = 0;
-        loop {
-            match self.nodes[id] {
-                Node::Leaf(v) => return v,
-                Node::Split {
-                    feature,
-                    threshold,
-                    left,
-                    right,
-                } => id = if x[feature] <= threshold { left } else { right },
-            }
-        }
-    }
-}
-
-/// The split of `rows` that most lowers the squared error, over every parameter that varies
-/// (a parameter with one value cannot split), tried in a random order so that equal gains go
-/// to a parameter drawn at random; `None` when no split separates them.
-///
-/// Every parameter, not a random half as random forests usually draw: the trees then differ
-/// only by their bootstrap samples and by those ties. With 16 to 200 measurements, a tree
-/// denied the one parameter that matters at a node splits on noise; over 3,000 seeds on the
-/// convolution space at 1 % with batches of 16, all of them took the median from 1.442 to
-/// 1.430, and at 2 % (1,000 seeds) from 1.111 to 1.074 (docs/experiments/).
-fn best_split(
-    xs: &[&[u16]],
-    ys: &[f64],
-    sizes: &[usize],
-    rows: &[usize],
-    rng: &mut Rng,
-) -> Option<(usize, u16)> {
-    let (total, count) = (rows.iter().map(|r| ys[*r]).sum::<f64>(), rows.len() as f64);
-    let mut best: Option<(f64, usize, u16)> = None;
-    let mut varying: Vec<usize> = (0..sizes.len()).filter(|f| sizes[*f] > 1).collect();
-    for k in 0..varying.len() {
-        // A shuffle as it goes: each try a parameter not tried yet at this node.
-        let pick = k + rng.below(varying.len() - k);
-        varying.swap(k, pick);
-        let f = varying[k];
-        let mut sums = vec![0.0; sizes[f]];
-        let mut counts = vec![0usize; sizes[f]];
-        for r in rows {
-            let v = xs[*r][f] as usize;
-            sums[v] += ys[*r];
-            counts[v] += 1;
-        }
-        let (mut ls, mut lc) = (0.0, 0usize);
-        for v in 0..sizes[f].saturating_sub(1) {
-            ls += sums[v];
-            lc += counts[v];
-            if lc == 0 || lc == rows.len() || counts[v] == 0 {
-                continue;
-            }
-            let rc = count - lc as f64;
-            // Maximising the between-group sum of squares minimises the within-group one.
-            let gain = ls * ls / lc as f64 + (total - ls) * (total - ls) / rc;
-            if best.is_none_or(|b| gain > b.0) {
-                best = Some((gain, f, v as u16));
-            }
-        }
-    }
-    // A split must improve on the node's own mean.
-    best.filter(|b| b.0 > total * total / count + 1e-12)
-        .map(|b| (b.1, b.2))
 }
 
 #[cfg(test)]
@@ -507,7 +461,7 @@ mod tests {
             assert!(forest.stalled().is_some(), "seed {seed}: stalled");
             let draw = forest.propose(1)[0];
             assert_eq!(
-                distance(&forest.space.candidates[draw], &best),
+                distance(forest.values(draw), &best),
                 2,
                 "seed {seed}: the draw of a stalled search is two parameters from the best"
             );

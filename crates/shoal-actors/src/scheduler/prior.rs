@@ -1,0 +1,177 @@
+//! The earlier results a session's searches start from (`[search] prior`, `shoal tune
+//! --prior`): read when the session's searches are (re)built, then mapped onto each shape's
+//! space by parameter name and value ([`Earlier::prior_for`]). What the search makes of them is
+//! `shoal_model::search::Prior`'s concern.
+//!
+//! A prior that cannot be read (a session with no results, a file gone or corrupt) is logged
+//! and the search starts cold: a warm start is an optimisation, never a reason for a session
+//! not to run.
+
+use std::collections::HashMap;
+
+use shoal_backend::spec::TuningSpec;
+use shoal_model::search::{Prior, PriorSource, Space};
+use shoal_model::{record::candidate_key, FinalResult, Params, SessionId};
+
+use super::search::outcome_of;
+use super::Inner;
+use crate::ActorError;
+
+/// Earlier results, as read.
+pub(super) enum Earlier {
+    /// A session's final results.
+    Session(Vec<FinalResult>),
+    /// A recorded space: its parameters' names, and each configuration's values (in the
+    /// names' order) and time (`None`: failed).
+    Recorded {
+        names: Vec<String>,
+        entries: Vec<(Vec<String>, Option<f64>)>,
+    },
+}
+
+impl Inner {
+    /// The earlier results `source` names, for a search of `spec`; `None` (logged) when they
+    /// cannot be had. Only a store that fails is an error.
+    pub(super) async fn earlier(
+        &self,
+        spec: &TuningSpec,
+        source: &PriorSource,
+    ) -> Result<Option<Earlier>, ActorError> {
+        match source {
+            PriorSource::Session(id) => {
+                let rows = self.store.final_results(SessionId(*id as i64)).await?;
+                if rows.iter().all(|r| outcome_of(r).is_none()) {
+                    tracing::warn!(prior = %source, "the prior session has no results: a cold start");
+                    return Ok(None);
+                }
+                Ok(Some(Earlier::Session(rows)))
+            }
+            PriorSource::File(path) => {
+                let path = spec.dir.join(path);
+                let read = tokio::task::spawn_blocking(move || {
+                    let read = shoal_backend::replay::t4::read(&path);
+                    (path, read)
+                })
+                .await;
+                match read {
+                    Ok((_, Ok(recorded))) => Ok(Some(Earlier::Recorded {
+                        entries: recorded
+                            .entries
+                            .into_iter()
+                            .map(|e| (e.values, e.time_ms))
+                            .collect(),
+                        names: recorded.names,
+                    })),
+                    Ok((path, Err(e))) => {
+                        tracing::warn!(prior = %path.display(), error = %e,
+                            "the prior cannot be read: a cold start");
+                        Ok(None)
+                    }
+                    Err(e) => {
+                        tracing::warn!(prior = %source, error = %e,
+                            "reading the prior failed: a cold start");
+                        Ok(None)
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Earlier {
+    /// What the earlier results say of the candidates of `space`, the space of `shape` under
+    /// `spec`: a recorded space's configurations as they are; a session's results for the same
+    /// shape when it has them, else each candidate's standing among its shape's results (a
+    /// quantile) averaged over the shapes that measured it.
+    pub(super) fn prior_for(&self, spec: &TuningSpec, space: &Space, shape: &Params) -> Prior {
+        let defs: Vec<_> = spec.compile_params.iter().chain(&spec.run_params).collect();
+        // A configuration as the space's value indexes; `None` when a parameter or a value is
+        // not the space's.
+        let vector = |value: &dyn Fn(&str) -> Option<String>| -> Option<Vec<u16>> {
+            defs.iter()
+                .map(|d| {
+                    let v = value(&d.name)?;
+                    d.values.iter().position(|x| *x == v).map(|i| i as u16)
+                })
+                .collect()
+        };
+        match self {
+            Earlier::Recorded { names, entries } => {
+                let at: HashMap<&str, usize> = names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.as_str(), i))
+                    .collect();
+                Prior::from_values(
+                    space,
+                    entries.iter().filter_map(|(values, time)| {
+                        let v = vector(&|n| at.get(n).map(|i| values[*i].clone()))?;
+                        Some((v, *time))
+                    }),
+                )
+            }
+            Earlier::Session(rows) => {
+                let of_row = |r: &FinalResult| {
+                    vector(&|n| {
+                        r.compile_params
+                            .get(n)
+                            .or_else(|| r.run_params.get(n))
+                            .map(str::to_string)
+                    })
+                };
+                let same: Vec<&FinalResult> =
+                    rows.iter().filter(|r| r.config_params == *shape).collect();
+                if same.iter().any(|r| outcome_of(r).is_some()) {
+                    return Prior::from_values(
+                        space,
+                        same.iter()
+                            .filter_map(|r| Some((of_row(r)?, outcome_of(r)?))),
+                    );
+                }
+                Prior::from_values(
+                    space,
+                    standings(rows)
+                        .into_iter()
+                        .filter_map(|(r, t)| Some((of_row(r)?, t))),
+                )
+            }
+        }
+    }
+}
+
+/// Each measured candidate of `rows` once, with its quantile among its shape's valid times
+/// averaged over the shapes that timed it (plus one, so that it reads as a positive time), or
+/// `None` when every shape that tried it saw it fail.
+fn standings(rows: &[FinalResult]) -> Vec<(&FinalResult, Option<f64>)> {
+    let mut by_shape: HashMap<_, Vec<(&FinalResult, Option<f64>)>> = HashMap::new();
+    for r in rows {
+        if let Some(outcome) = outcome_of(r) {
+            by_shape.entry(r.config).or_default().push((r, outcome));
+        }
+    }
+    // candidate key -> (a row of it, sum of quantiles, shapes that timed it)
+    let mut by_candidate: HashMap<String, (&FinalResult, f64, usize)> = HashMap::new();
+    let mut shapes: Vec<_> = by_shape.into_iter().collect();
+    shapes.sort_by_key(|(config, _)| *config);
+    for (_, measured) in shapes {
+        let mut times: Vec<f64> = measured.iter().filter_map(|(_, t)| *t).collect();
+        times.sort_by(f64::total_cmp);
+        let n = times.len().max(1) as f64;
+        for (r, t) in measured {
+            let entry = by_candidate
+                .entry(candidate_key(&r.compile_params, &r.run_params))
+                .or_insert((r, 0.0, 0));
+            if let Some(t) = t {
+                let rank = times.partition_point(|x| *x < t) as f64;
+                entry.1 += rank / n;
+                entry.2 += 1;
+            }
+        }
+    }
+    let mut out: Vec<_> = by_candidate
+        .into_values()
+        .map(|(r, sum, timed)| (r, (timed > 0).then(|| 1.0 + sum / timed as f64)))
+        .collect();
+    out.sort_by_key(|(r, _)| r.job);
+    out
+}
