@@ -564,7 +564,8 @@ async fn migrate_finishes_rebuilds_recorded_but_never_run() {
     )
     .await
     .unwrap();
-    assert_eq!(db.store().schema_version().await.unwrap(), SCHEMA_VERSION);
+    // services-up stopped applying files by itself before version 12.
+    assert_eq!(db.store().schema_version().await.unwrap(), 11);
 
     assert_eq!(db.migrate().await.unwrap(), SCHEMA_VERSION);
     let step_type: Option<String> = conn
