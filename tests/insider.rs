@@ -142,7 +142,7 @@ fn started(session: SessionId, job: JobRef, worker: &str) -> Message {
 fn evaluated(session: SessionId, job: JobRef, worker: &str, time_us: f64) -> Message {
     Message::Reply(ReplyBody::Evaluated(EvalReply {
         session,
-        step: Step::CommandRun,
+        step: Step::ExecRun,
         outcomes: vec![(
             job,
             Outcome::Measured(Measurement {
@@ -209,7 +209,7 @@ fn an_eval_hosts_identity_can_speak_only_for_itself() {
         std::thread::sleep(Duration::from_millis(200));
     };
     let ns_ = Namespace::new(&ns).unwrap();
-    let eval_queue = ns_.eval_queue(Step::CommandRun, &session.info.arch, session.info.num_cu);
+    let eval_queue = ns_.eval_queue(Step::ExecRun, &session.info.arch, session.info.num_cu);
     let victim_worker = format!("{host}/evaluator[cpu]");
     let insider_worker = format!("{host}/evaluator[gpu9]");
 

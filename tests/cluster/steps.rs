@@ -151,7 +151,7 @@ pub fn hostile_messages_are_dead_lettered(cluster: &Cluster, dir: &Path) {
     let request = |compile_params: Params| {
         Message::Compile(CompileRequest {
             session: SessionId(1),
-            step: shoal_model::Step::CommandBuild,
+            step: shoal_model::Step::ExecBuild,
             build_key: "forged".into(),
             config_params: Params::from_key("N=20000").unwrap(),
             compile_params,
@@ -166,7 +166,7 @@ pub fn hostile_messages_are_dead_lettered(cluster: &Cluster, dir: &Path) {
     bomb.extend_from_slice(&[0; 3]);
     assert_eq!(bomb.len(), 15);
     let ns = shoal_model::queue::Namespace::new(&cluster.namespace).unwrap();
-    let queue = ns.compile_queue(shoal_model::Step::CommandBuild, std::env::consts::ARCH);
+    let queue = ns.compile_queue(shoal_model::Step::ExecBuild, std::env::consts::ARCH);
     let reasons = rt.block_on(async {
         let options = shoal_bus::RabbitOptions {
             codec: codec.clone(),

@@ -93,7 +93,7 @@ impl SessionBackends {
             .await?
             .ok_or(ActorError::UnknownSession(session))?;
         let backend = match info.info.backend {
-            Backend::Command => {
+            Backend::Exec => {
                 // The spec was checked, under the loader's --max-candidates, before the session
                 // was written; the stored text is read back under no lower bound.
                 let limits = spec::Limits {
@@ -116,7 +116,7 @@ impl SessionBackends {
                 let mut parsed = spec::parse_with(&info.info.spec, &path, &limits)
                     .map_err(|source| ActorError::Spec { session, source })?;
                 parsed.replay_time = self.replay_time;
-                SessionBackend::Command(Arc::new(parsed))
+                SessionBackend::Exec(Arc::new(parsed))
             }
             Backend::Miopen => SessionBackend::Miopen(Arc::new(MiopenBackend::new(
                 self.fin.clone(),
@@ -129,14 +129,14 @@ impl SessionBackends {
         Ok(backend)
     }
 
-    /// The tuning spec of a command-backend session.
+    /// The tuning spec of an exec-backend session.
     pub async fn spec(
         &self,
         store: &dyn Store,
         session: SessionId,
     ) -> Result<Arc<TuningSpec>, ActorError> {
         match self.get(store, session).await? {
-            SessionBackend::Command(spec) => Ok(spec),
+            SessionBackend::Exec(spec) => Ok(spec),
             _ => Err(ActorError::NoSpec(session)),
         }
     }

@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use shoal_backend::command::ArtifactCache;
+use shoal_backend::exec::ArtifactCache;
 use shoal_backend::library::RunnerSlot;
 use shoal_backend::{EvalInput, RunContext};
 use shoal_bus::{Bus, QueueOptions};

@@ -75,7 +75,7 @@ pub async fn export(
         .session(session)
         .await?
         .ok_or(ActorError::UnknownSession(session))?;
-    let spec = command_spec(store, backends, &info).await?;
+    let spec = exec_spec(store, backends, &info).await?;
     let results = store.final_results(session).await?;
     let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
     let columns = shape_columns(&info, spec.as_deref(), &results);
@@ -114,7 +114,7 @@ pub async fn tuned_rows_of(
     info: &shoal_model::Session,
     results: &[shoal_model::FinalResult],
 ) -> Result<Vec<TunedRow>, ActorError> {
-    let spec = command_spec(store, backends, info).await?;
+    let spec = exec_spec(store, backends, info).await?;
     let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
     let columns = shape_columns(info, spec.as_deref(), results);
     Ok(shoal_export::tuned_rows(
@@ -131,7 +131,7 @@ pub async fn tuned_files_of(
     info: &shoal_model::Session,
     results: &[shoal_model::FinalResult],
 ) -> Result<(Vec<TunedRow>, Vec<u8>, Vec<u8>), ActorError> {
-    let spec = command_spec(store, backends, info).await?;
+    let spec = exec_spec(store, backends, info).await?;
     let flops = |shape: &Params| spec.as_ref().and_then(|s| s.flops(shape));
     let columns = shape_columns(info, spec.as_deref(), results);
     let ctx = table_context(info, &columns, &flops);
@@ -147,16 +147,16 @@ pub async fn tuned_files_of(
     Ok((rows, csv, json))
 }
 
-/// The spec of a command-backend session (its shape columns and FLOPs formula); `None` for
+/// The spec of an exec-backend session (its shape columns and FLOPs formula); `None` for
 /// the other backends, and for a session whose spec can no longer be read where it was tuned
 /// (its directory moved or deleted): its table is then written from the store alone, with the
 /// problem's own parameters as its columns and without GFLOP/s, and a warning says why.
-async fn command_spec(
+async fn exec_spec(
     store: &dyn Store,
     backends: &SessionBackends,
     info: &shoal_model::Session,
 ) -> Result<Option<std::sync::Arc<shoal_backend::spec::TuningSpec>>, ActorError> {
-    if info.info.backend != shoal_model::Backend::Command {
+    if info.info.backend != shoal_model::Backend::Exec {
         return Ok(None);
     }
     match backends.spec(store, info.id).await {
@@ -173,7 +173,7 @@ async fn command_spec(
     }
 }
 
-/// The shape columns of a session's table: its spec's; for a command-backend session whose
+/// The shape columns of a session's table: its spec's; for an exec-backend session whose
 /// spec cannot be read, the names of its problems' parameters in first-seen order; none for the
 /// other backends (their tables name the problem otherwise).
 fn shape_columns(
@@ -185,7 +185,7 @@ fn shape_columns(
         return spec.shape_columns.clone();
     }
     let mut columns: Vec<String> = Vec::new();
-    if info.info.backend == shoal_model::Backend::Command {
+    if info.info.backend == shoal_model::Backend::Exec {
         for r in results {
             for name in r.config_params.names() {
                 if !columns.iter().any(|c| c == name) {

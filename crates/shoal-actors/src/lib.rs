@@ -65,7 +65,7 @@ pub enum ActorError {
         #[source]
         source: shoal_commands::shipped::TreeError,
     },
-    #[error("session {0} is not a command-backend session; it has no tuning spec")]
+    #[error("session {0} is not an exec-backend session; it has no tuning spec")]
     NoSpec(SessionId),
     #[error(
         "session {0} is not a MIOpen session: the find, perf and kernel db options are for \

@@ -3,7 +3,7 @@
 //!
 //! They live apart from `session.rs` so that the dependencies run one way: `session` (the
 //! [`SessionBackend`](crate::SessionBackend) the actors call) depends on the backends
-//! (`command`, `library`, `miopen`), and the backends depend on this module, never on
+//! (`exec`, `library`, `miopen`), and the backends depend on this module, never on
 //! `session`.
 
 use std::path::Path;

@@ -13,25 +13,26 @@
 //!   at all) to a failure kind, shared by builds, runs, the library runner and `fin`.
 //! - [`child_env`] — what no child may inherit: the worker's connection strings and keys.
 //! - [`expr`] — the integer expression language of constraint rules and FLOP counts.
-//! - [`spec`] — the tuning spec of the command backend (TOML): parsing, validation with
+//! - [`spec`] — the tuning spec of the exec backend (TOML): parsing, validation with
 //!   file:line:field errors, candidate enumeration, build identity.
 //! - [`context`] — the leaf types every backend step takes ([`RunContext`], [`EvalInput`],
 //!   [`context::device_env`]), apart from `session` so that no backend depends on it.
-//! - [`command`] — the command backend's two steps: [`command::build`] (one artifact per
-//!   compile-time parameter set, content-addressed and compressed) and [`command::evaluate`]
-//!   (warm-up and timed runs of one candidate on one shape, a process per run).
-//! - [`library`] — the command backend's library mode: one runner process per device loads each
+//! - [`exec`] — the exec backend's two steps, which exec the spec's commands: [`exec::build`]
+//!   (one artifact per compile-time parameter set, content-addressed and compressed) and
+//!   [`exec::evaluate`] (warm-up and timed runs of one candidate on one shape, a process per
+//!   run).
+//! - [`library`] — the exec backend's library mode: one runner process per device loads each
 //!   candidate's shared object (`include/shoal_kernel.h`), with crash and hang recovery.
 //! - [`leaders`] — each shape's best time seen by this process, what `repeat = "adaptive"`
-//!   weighs a candidate's runs against (a leaf: `spec` holds a board, `command` reads it).
+//!   weighs a candidate's runs against (a leaf: `spec` holds a board, `exec` reads it).
 //! - [`miopen`] — the MIOpen backend: MIOpen's `fin`, run per (config, solver).
 //! - [`replay`] — the replay backend: a recorded space (T4 format) answers each candidate with
 //!   its recorded time or failure, at once or at the recorded pace scaled.
 //! - [`session`] — [`SessionBackend`], what the actors call whatever the backend is.
 
 pub mod child_env;
-pub mod command;
 pub mod context;
+pub mod exec;
 pub mod expr;
 pub mod failure;
 mod fin_process;

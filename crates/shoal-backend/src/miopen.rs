@@ -19,8 +19,8 @@ use shoal_miopen::fin::{self, CompiledSolver, FinJob};
 use shoal_miopen::ConvConfig;
 use shoal_model::{FailureKind, Measurement, Outcome, Params, Step};
 
-use crate::command::{self, Artifact};
 use crate::context::{EvalInput, RunContext};
+use crate::exec::{self, Artifact};
 use crate::failure::ChildStep;
 
 /// The build key of a (config, solver) compile: the jobs MIOpen's loader makes carry it.
@@ -275,7 +275,7 @@ fn compile_verdict(
 /// A compile result as the artifact stored for its job.
 fn artifact(json: serde_json::Value) -> Result<Artifact, (FailureKind, String)> {
     let raw = serde_json::to_vec(&json).map_err(|e| infra(e.to_string()))?;
-    Ok(command::pack(&raw))
+    Ok(exec::pack(&raw))
 }
 
 /// The measurement of an evaluated solver, or why there is none.
@@ -405,7 +405,7 @@ pub fn artifact_kernels(
     packed: &[u8],
 ) -> Result<Vec<fin::KernelObject>, shoal_miopen::export::ArtifactError> {
     use shoal_miopen::export::ArtifactError;
-    let raw = command::unpack(packed).map_err(ArtifactError::Unpack)?;
+    let raw = exec::unpack(packed).map_err(ArtifactError::Unpack)?;
     let compiled = parse_compiled(&raw).map_err(|e| ArtifactError::Compiled(e.into()))?;
     Ok(compiled.kernel_objects)
 }

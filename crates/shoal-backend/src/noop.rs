@@ -5,7 +5,7 @@
 //! - a compile parameter [`BUILD_SLEEP_MS`] makes the build sleep that long;
 //! - a run parameter [`EVAL_SLEEP_US`] makes the evaluation sleep that long and report it as the
 //!   measured time, with when it started (`eval_started_ms`) and how long it held the device
-//!   (`eval_wall_us`), as the command backend reports them.
+//!   (`eval_wall_us`), as the exec backend reports them.
 //!
 //! Sleeps are bounded by [`MAX_SLEEP`], inside the backend's time limits.
 
@@ -34,11 +34,11 @@ async fn precise_sleep(d: Duration) {
 }
 
 /// Builds nothing; sleeps first if the compile parameters say so.
-pub async fn build(compile: &Params) -> crate::command::Artifact {
+pub async fn build(compile: &Params) -> crate::exec::Artifact {
     if let Some(d) = sleep_of(compile, BUILD_SLEEP_MS, Duration::from_millis) {
         tokio::time::sleep(d).await;
     }
-    crate::command::pack(b"noop")
+    crate::exec::pack(b"noop")
 }
 
 /// Measures 1 µs at once, or sleeps for the run parameters' time and measures that.

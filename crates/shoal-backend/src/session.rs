@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use shoal_model::{FailureKind, Outcome, Params, Step};
 
-use crate::command::{self, Artifact};
 use crate::context::{EvalInput, RunContext};
+use crate::exec::{self, Artifact};
 use crate::miopen::{BuildKeyError, NoSolver};
 use crate::spec::{shown, CandidateError, RunMode, TuningSpec};
 
@@ -19,7 +19,7 @@ const RUNNER_START: Duration = Duration::from_secs(60);
 /// ([`SessionBackend::check_request`]). `kind` is which parameters: `config`, `compile` or `run`.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
-    /// Not a candidate of the command backend's spec.
+    /// Not a candidate of the exec backend's spec.
     #[error(transparent)]
     Candidate(#[from] CandidateError),
     #[error("{kind} parameter name {} is not an identifier", shown(.name))]
@@ -44,8 +44,9 @@ pub enum RequestError {
 /// The backend of one session.
 #[derive(Clone, Debug)]
 pub enum SessionBackend {
-    /// The command backend, with the spec registered for the session.
-    Command(Arc<TuningSpec>),
+    /// The exec backend, with the spec registered for the session (a replay spec's too: it
+    /// answers from its recorded space instead of running anything).
+    Exec(Arc<TuningSpec>),
     /// MIOpen through `fin`.
     Miopen(Arc<crate::miopen::MiopenBackend>),
     /// Does nothing, at once: builds an empty artifact and measures 1 µs. For measuring the
@@ -57,7 +58,7 @@ pub enum SessionBackend {
 impl SessionBackend {
     /// Checks a request from a bus message before anything is built or run from it: the
     /// parameters must be ones this session's backend could have produced, so that a forged or
-    /// corrupted message cannot put its own text into a command line. For the command backend
+    /// corrupted message cannot put its own text into a command line. For the exec backend
     /// (`config_params` a shape, `run_params` absent for a build) that is exactly a candidate of
     /// the spec ([`TuningSpec::check_candidate`]); for MIOpen, names that are identifiers,
     /// values of the characters a driver flag or perf config has, a configuration that parses
@@ -69,7 +70,7 @@ impl SessionBackend {
         run_params: Option<&Params>,
     ) -> Result<(), RequestError> {
         match self {
-            SessionBackend::Command(spec) => {
+            SessionBackend::Exec(spec) => {
                 Ok(spec.check_candidate(config_params, compile_params, run_params)?)
             }
             SessionBackend::Miopen(_) => {
@@ -99,7 +100,7 @@ impl SessionBackend {
         compile: &Params,
     ) -> Result<String, BuildKeyError> {
         match self {
-            SessionBackend::Command(spec) => Ok(spec.build_key(compile)),
+            SessionBackend::Exec(spec) => Ok(spec.build_key(compile)),
             SessionBackend::Miopen(m) => m.build_key(step, config, compile),
             SessionBackend::Noop => Ok(noop_build_key(compile)),
         }
@@ -114,9 +115,9 @@ impl SessionBackend {
         ctx: &RunContext<'_>,
     ) -> Result<Artifact, (FailureKind, String)> {
         match self {
-            SessionBackend::Command(spec) => match &spec.replay {
+            SessionBackend::Exec(spec) => match &spec.replay {
                 Some(space) => crate::replay::build(space, compile, spec.replay_time).await,
-                None => command::build(spec, compile, ctx.work_dir).await,
+                None => exec::build(spec, compile, ctx.work_dir).await,
             },
             SessionBackend::Miopen(m) => m.build(step, config, compile, ctx).await,
             SessionBackend::Noop => Ok(crate::noop::build(compile).await),
@@ -126,7 +127,7 @@ impl SessionBackend {
     /// Evaluates one candidate on one problem.
     pub async fn evaluate(&self, input: EvalInput<'_>, ctx: &RunContext<'_>) -> Outcome {
         match self {
-            SessionBackend::Command(spec) => {
+            SessionBackend::Exec(spec) => {
                 if let Some(space) = &spec.replay {
                     return crate::replay::evaluate(space, input.compile, spec.replay_time).await;
                 }
@@ -140,7 +141,7 @@ impl SessionBackend {
                 let clock = std::time::Instant::now();
                 let mut outcome = match spec.run.mode {
                     RunMode::Process => {
-                        command::evaluate(
+                        exec::evaluate(
                             spec,
                             input.artifact,
                             input.config,
@@ -173,7 +174,7 @@ impl SessionBackend {
     /// The longest a build and a single evaluation may take, for leases.
     pub fn time_limits(&self) -> (Duration, Duration) {
         match self {
-            SessionBackend::Command(spec) => match (&spec.replay, spec.run.mode) {
+            SessionBackend::Exec(spec) => match (&spec.replay, spec.run.mode) {
                 (Some(space), _) => space.time_limits(spec.replay_time),
                 (None, RunMode::Process) => {
                     let runs = (spec.run.warmup + spec.run.repeat).max(1);
@@ -194,7 +195,7 @@ impl SessionBackend {
     /// them. A MIOpen session tunes the perf db and the find db, each job with one pair.
     pub fn steps(&self) -> &'static [(Step, Step)] {
         match self {
-            SessionBackend::Command(_) => &[(Step::CommandBuild, Step::CommandRun)],
+            SessionBackend::Exec(_) => &[(Step::ExecBuild, Step::ExecRun)],
             SessionBackend::Miopen(_) => &[
                 (Step::MiopenPerfCompile, Step::MiopenPerfEval),
                 (Step::MiopenFindCompile, Step::MiopenFindEval),
@@ -206,7 +207,7 @@ impl SessionBackend {
     /// The local path of an installed artifact keeps the name the backend wants (an executable
     /// for commands, a JSON file for fin).
     pub fn artifact_is_executable(&self) -> bool {
-        matches!(self, SessionBackend::Command(_))
+        matches!(self, SessionBackend::Exec(_))
     }
 }
 
@@ -270,7 +271,7 @@ mod tests {
         p
     }
 
-    fn command_backend() -> SessionBackend {
+    fn exec_backend() -> SessionBackend {
         let text = r#"name = "t"
 rules = ["BM * BN <= 2048"]
 [build]
@@ -286,12 +287,12 @@ SPLIT = [1, 2]
 M = 128
 "#;
         let spec = crate::spec::parse(text, Path::new("/nonexistent/spec.toml")).unwrap();
-        SessionBackend::Command(Arc::new(spec))
+        SessionBackend::Exec(Arc::new(spec))
     }
 
     #[test]
-    fn command_requests_must_be_candidates_of_the_spec() {
-        let b = command_backend();
+    fn exec_requests_must_be_candidates_of_the_spec() {
+        let b = exec_backend();
         let shape = params(&[("M", "128")]);
         let run = params(&[("SPLIT", "2")]);
         let good = params(&[("BM", "32"), ("BN", "64")]);

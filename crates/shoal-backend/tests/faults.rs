@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use shoal_backend::command::{self, ArtifactCache};
+use shoal_backend::exec::{self, ArtifactCache};
 use shoal_backend::spec::{self, TuningSpec};
 use shoal_model::{FailureKind, Outcome, Params};
 
@@ -54,7 +54,7 @@ async fn tune(spec: &TuningSpec, work: &Path) -> BTreeMap<(String, String, Strin
     let cache = ArtifactCache::new(work.join("cache")).unwrap();
     let mut outcomes = BTreeMap::new();
     for compile in spec.compile_sets().unwrap() {
-        let built = command::build(spec, &compile, &work.join("build")).await;
+        let built = exec::build(spec, &compile, &work.join("build")).await;
         for shape in &spec.shapes {
             for (c, run) in spec.candidates(shape).unwrap() {
                 if c != compile {
@@ -64,7 +64,7 @@ async fn tune(spec: &TuningSpec, work: &Path) -> BTreeMap<(String, String, Strin
                     Err((kind, detail)) => Outcome::failed(*kind, detail.clone()),
                     Ok(artifact) => {
                         let path = cache.install(&artifact.hash, &artifact.packed).unwrap();
-                        command::evaluate(spec, &path, shape, &compile, &run, None, None).await
+                        exec::evaluate(spec, &path, shape, &compile, &run, None, None).await
                     }
                 };
                 outcomes.insert((shape.key(), compile.key(), run.key()), outcome);
@@ -130,14 +130,14 @@ async fn every_fault_is_recorded_and_the_tuning_completes() {
     }
 
     // After all of that, the good candidate still measures, pinned to a CPU this time.
-    let ok = command::build(&spec, &mode("0"), &work.path().join("build"))
+    let ok = exec::build(&spec, &mode("0"), &work.path().join("build"))
         .await
         .unwrap();
     let cache = ArtifactCache::new(work.path().join("cache")).unwrap();
     let path = cache.path(&ok.hash).expect("installed during the tuning");
     let mut run = Params::new();
     run.push("ITERS", "2");
-    let outcome = command::evaluate(
+    let outcome = exec::evaluate(
         &spec,
         &path,
         &spec.shapes[1],
@@ -164,7 +164,7 @@ async fn build_faults_are_recorded_by_kind() {
     let build = |m: &'static str| {
         let spec = &spec;
         let dir = work.path().join("build");
-        async move { command::build(spec, &mode(m), &dir).await }
+        async move { exec::build(spec, &mode(m), &dir).await }
     };
 
     let started = Instant::now();
@@ -188,10 +188,7 @@ async fn build_faults_are_recorded_by_kind() {
     // The good one builds, is content-addressed, and runs (wall time unused: a time regex
     // in milliseconds is given).
     let a = build("ok").await.unwrap();
-    assert_eq!(
-        a.hash,
-        command::sha256_hex(&command::unpack(&a.packed).unwrap())
-    );
+    assert_eq!(a.hash, exec::sha256_hex(&exec::unpack(&a.packed).unwrap()));
     assert_eq!(
         build("ok").await.unwrap().hash,
         a.hash,
@@ -199,7 +196,7 @@ async fn build_faults_are_recorded_by_kind() {
     );
     let cache = ArtifactCache::new(work.path().join("cache")).unwrap();
     let path = cache.install(&a.hash, &a.packed).unwrap();
-    let outcome = command::evaluate(
+    let outcome = exec::evaluate(
         &spec,
         &path,
         &spec.shapes[0],
@@ -218,7 +215,7 @@ async fn build_faults_are_recorded_by_kind() {
     }
 
     // A missing artifact is the machinery's fault, not the candidate's.
-    let gone = command::evaluate(
+    let gone = exec::evaluate(
         &spec,
         &work.path().join("nope"),
         &spec.shapes[0],
@@ -249,7 +246,7 @@ time = 'time_us=([0-9.]+)'
 "#;
     std::fs::write(dir.path().join("spec.toml"), text).unwrap();
     let spec = spec::load(&dir.path().join("spec.toml")).unwrap();
-    let o = command::evaluate(
+    let o = exec::evaluate(
         &spec,
         &script,
         &spec.shapes[0],
@@ -266,7 +263,7 @@ time = 'time_us=([0-9.]+)'
     let with_pass = text.replace("[output]", "[output]\npass = 'verdict=PASS'");
     std::fs::write(dir.path().join("spec.toml"), with_pass).unwrap();
     let spec = spec::load(&dir.path().join("spec.toml")).unwrap();
-    let o = command::evaluate(
+    let o = exec::evaluate(
         &spec,
         &script,
         &spec.shapes[0],
@@ -282,7 +279,7 @@ time = 'time_us=([0-9.]+)'
     let wall = text.replace("time = 'time_us=([0-9.]+)'\n", "");
     std::fs::write(dir.path().join("spec.toml"), wall).unwrap();
     let spec = spec::load(&dir.path().join("spec.toml")).unwrap();
-    let o = command::evaluate(
+    let o = exec::evaluate(
         &spec,
         &script,
         &spec.shapes[0],
@@ -320,7 +317,7 @@ async fn a_build_program_missing_on_this_host_is_an_infrastructure_fault() {
     let spec = spec::load(&path).unwrap();
     std::fs::remove_file(&compiler).unwrap();
 
-    let (kind, detail) = command::build(&spec, &mode("ok"), &dir.path().join("build"))
+    let (kind, detail) = exec::build(&spec, &mode("ok"), &dir.path().join("build"))
         .await
         .unwrap_err();
     assert_eq!(kind, FailureKind::Infrastructure, "{detail}");

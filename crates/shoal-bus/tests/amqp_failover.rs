@@ -212,7 +212,7 @@ async fn fails_over_to_the_next_node_when_its_node_dies() {
         .await
         .unwrap_or_else(|e| panic!("RabbitMQ for the tests (set SHOAL_TEST_AMQP): {e}"));
     assert!(bus.endpoint().contains(&first.addr()), "{}", bus.endpoint());
-    let q = ns.compile_queue(shoal_model::Step::CommandBuild, "failover");
+    let q = ns.compile_queue(shoal_model::Step::ExecBuild, "failover");
     bus.declare_queue(&q, &QueueOptions::limited(10))
         .await
         .unwrap();

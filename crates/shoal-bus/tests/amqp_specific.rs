@@ -143,7 +143,7 @@ async fn drop_connection(bus: &RabbitBus, connection_name: &str) {
 async fn consumers_and_publishers_survive_a_dropped_connection() {
     let ns = fresh_namespace("reconnect");
     let bus = connect(&ns).await;
-    let q = ns.compile_queue(shoal_model::Step::CommandBuild, "reconnect");
+    let q = ns.compile_queue(shoal_model::Step::ExecBuild, "reconnect");
     bus.declare_queue(&q, &QueueOptions::limited(10))
         .await
         .unwrap();
@@ -263,7 +263,7 @@ async fn publish_in_flight_completes_after_reconnecting() {
 async fn broker_dead_letters_past_the_limit_with_a_readable_reason() {
     let ns = fresh_namespace("limit");
     let bus = connect(&ns).await;
-    let q = ns.eval_queue(shoal_model::Step::CommandRun, "limit", 110);
+    let q = ns.eval_queue(shoal_model::Step::ExecRun, "limit", 110);
     bus.declare_queue(&q, &QueueOptions::limited(2))
         .await
         .unwrap();
@@ -299,7 +299,7 @@ async fn broker_dead_letters_past_the_limit_with_a_readable_reason() {
 async fn work_queues_are_durable_quorum_queues_with_explicit_dead_lettering() {
     let ns = fresh_namespace("args");
     let bus = connect(&ns).await;
-    let q = ns.compile_queue(shoal_model::Step::CommandBuild, "args");
+    let q = ns.compile_queue(shoal_model::Step::ExecBuild, "args");
     bus.declare_queue(&q, &QueueOptions::limited(5))
         .await
         .unwrap();
@@ -352,7 +352,7 @@ async fn work_queues_are_durable_quorum_queues_with_explicit_dead_lettering() {
 async fn publish_to_an_undeclared_queue_fails_and_the_bus_goes_on() {
     let ns = fresh_namespace("undeclared");
     let bus = connect(&ns).await;
-    let missing = ns.compile_queue(shoal_model::Step::CommandBuild, "missing");
+    let missing = ns.compile_queue(shoal_model::Step::ExecBuild, "missing");
     for _ in 0..2 {
         match bus.publish(&missing, msgs("x", 0..3)).await {
             Err(BusError::NoSuchQueue(name)) => assert_eq!(name, missing),

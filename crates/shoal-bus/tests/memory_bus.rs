@@ -18,7 +18,7 @@ fn bus(name: &str) -> Arc<MemoryBus> {
 async fn queue(bus: &MemoryBus, delivery_limit: u32) -> String {
     let q = bus
         .namespace()
-        .compile_queue(shoal_model::Step::CommandBuild, "a");
+        .compile_queue(shoal_model::Step::ExecBuild, "a");
     bus.declare_queue(&q, &QueueOptions::limited(delivery_limit))
         .await
         .unwrap();
@@ -68,7 +68,7 @@ async fn dead_letter_reason_is_exact() {
     let d = recv(&mut dead).await;
     assert_eq!(
         d.dead_reason.as_deref(),
-        Some("delivery limit 1 exceeded (queue reason.compile.command_build.a)")
+        Some("delivery limit 1 exceeded (queue reason.compile.exec_build.a)")
     );
     // The dead-letter queue has no limit: requeued many times, it stays.
     drop(d);

@@ -150,8 +150,8 @@ pub enum Command {
         #[arg(long)]
         messages: bool,
     },
-    /// Write a session's results into a directory: the tuned table (CSV and JSON) of a
-    /// command-backend session, or MIOpen's databases of a MIOpen session.
+    /// Write a session's results into a directory: the tuned table (CSV and JSON) of an
+    /// exec-backend session, or MIOpen's databases of a MIOpen session.
     ///
     /// Examples:
     ///   shoal export --out tuned/                    # the newest session's tuned.csv and tuned.json

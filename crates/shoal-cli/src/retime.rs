@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use shoal_actors::backends::SessionBackends;
-use shoal_backend::command::{self, ArtifactCache};
+use shoal_backend::exec::{self, ArtifactCache};
 use shoal_backend::spec::{RunMode, TuningSpec};
 use shoal_export::compare::ShapeChange;
 use shoal_export::paired::{self, PairedTimes};
@@ -153,16 +153,15 @@ async fn prepare<'a>(
     let artifact = match built.by_key.get(&key) {
         Some(path) => path.clone(),
         None => {
-            let artifact =
-                command::build(spec, &compile, work)
-                    .await
-                    .map_err(|(kind, detail)| {
-                        anyhow::anyhow!(
-                            "building `{}` failed ({}): {detail}",
-                            compile.key(),
-                            kind.as_str()
-                        )
-                    })?;
+            let artifact = exec::build(spec, &compile, work)
+                .await
+                .map_err(|(kind, detail)| {
+                    anyhow::anyhow!(
+                        "building `{}` failed ({}): {detail}",
+                        compile.key(),
+                        kind.as_str()
+                    )
+                })?;
             let path = built
                 .cache
                 .install(&artifact.hash, &artifact.packed)
@@ -185,7 +184,7 @@ async fn prepare<'a>(
 /// Not the spec's statistic: load on the machine only ever adds time, so the fastest run is
 /// the one least disturbed, and the rounds' ratios are the tighter for it ([`RUNS_PER_ROUND`]).
 async fn time_once(ready: &Ready<'_>, shape: &Params, cpu: Option<usize>) -> Result<f64, String> {
-    match command::evaluate(
+    match exec::evaluate(
         ready.spec,
         &ready.artifact,
         shape,

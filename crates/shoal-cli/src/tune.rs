@@ -76,7 +76,7 @@ pub async fn run(args: TuneArgs, db: &Path) -> anyhow::Result<ExitCode> {
     }
 
     let backends = SessionBackends::new(crate::host::fin_path(None));
-    backends.insert(session, SessionBackend::Command(spec.clone()));
+    backends.insert(session, SessionBackend::Exec(spec.clone()));
     let out = args
         .out
         .clone()

@@ -93,7 +93,7 @@ pub async fn run(args: TuneArgs, spec: Arc<TuningSpec>, stop: Signal) -> anyhow:
     // The workers time elsewhere: this process has no timing time to split the ETA with.
     let interrupted = crate::run::watch_progress(&*store, session, false, stop, None).await?;
     let backends = SessionBackends::new(crate::host::fin_path(None));
-    backends.insert(session, SessionBackend::Command(spec.clone()));
+    backends.insert(session, SessionBackend::Exec(spec.clone()));
     let out = args
         .out
         .clone()

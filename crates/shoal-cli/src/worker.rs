@@ -119,13 +119,13 @@ pub struct WorkerArgs {
 
 /// The steps this build's backends run.
 const COMPILE_STEPS: [Step; 4] = [
-    Step::CommandBuild,
+    Step::ExecBuild,
     Step::MiopenPerfCompile,
     Step::MiopenFindCompile,
     Step::NoopBuild,
 ];
 const EVAL_STEPS: [Step; 4] = [
-    Step::CommandRun,
+    Step::ExecRun,
     Step::MiopenPerfEval,
     Step::MiopenFindEval,
     Step::NoopRun,

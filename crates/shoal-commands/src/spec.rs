@@ -47,7 +47,7 @@ pub fn session_for(
         reason: reason.to_string(),
         arch: arch.to_string(),
         num_cu,
-        backend: shoal_model::Backend::Command,
+        backend: shoal_model::Backend::Exec,
         spec: spec.source_text.clone(),
         spec_path: location.to_string(),
         library_version: spec_version(spec),
@@ -56,7 +56,7 @@ pub fn session_for(
     }
 }
 
-/// The version a command-backend session records for its spec: a digest of the spec's text
+/// The version an exec-backend session records for its spec: a digest of the spec's text
 /// and of every source's content, so a session's spec read back can be checked against the
 /// files it was tuned from.
 pub fn spec_version(spec: &TuningSpec) -> String {
@@ -117,8 +117,8 @@ pub async fn load(
                 session: session.id,
                 config: *config,
                 solver: solver.id,
-                compile_step: Step::CommandBuild,
-                eval_step: Step::CommandRun,
+                compile_step: Step::ExecBuild,
+                eval_step: Step::ExecRun,
                 build_key: spec.build_key(&compile),
                 compile_params: compile,
                 run_params: run,

@@ -178,7 +178,7 @@ mod tests {
             last_error: Some(message.into()),
             worker: None,
             device: None,
-            eval_step: Step::CommandRun,
+            eval_step: Step::ExecRun,
         }
     }
 

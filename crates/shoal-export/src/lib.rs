@@ -459,7 +459,7 @@ mod tests {
             last_error: None,
             worker: None,
             device: None,
-            eval_step: shoal_model::Step::CommandRun,
+            eval_step: shoal_model::Step::ExecRun,
         }
     }
 

@@ -154,7 +154,7 @@ mod tests {
             outcome,
             worker: None,
             device: None,
-            eval_step: shoal_model::Step::CommandRun,
+            eval_step: shoal_model::Step::ExecRun,
         }
     }
 

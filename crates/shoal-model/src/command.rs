@@ -328,7 +328,7 @@ mod tests {
         assert!(request(&"a".repeat(65), &reply, 10).problem(&ns).is_some());
         for elsewhere in [
             "shoal.results",
-            "shoal.compile.command_build.x86_64",
+            "shoal.compile.exec_build.x86_64",
             "other.reply.0123abcd",
             "shoal.reply.",
             "shoal.reply.a.b",

@@ -29,8 +29,10 @@ use crate::message::Message;
 
 /// The version written by this build. Bump it when the encoding of [`Message`] changes in a way
 /// an older reader would misread. Version 2 added the signature; version 3 the step and the
-/// device time of eval replies; version 4 the message id.
-pub const WIRE_VERSION: u8 = 4;
+/// device time of eval replies; version 4 the message id; version 5 renamed the command backend
+/// the exec backend (its steps `exec_build` and `exec_run`, its sessions' backend `exec`), which
+/// an older reader would refuse as unknown names message by message rather than by version.
+pub const WIRE_VERSION: u8 = 5;
 
 /// The largest message a consumer accepts, envelope included. Requests and replies carry
 /// parameters and job references, never artifacts (those go through the store), so real
@@ -290,7 +292,7 @@ mod tests {
         p.push("BM", "64");
         Message::Compile(CompileRequest {
             session: SessionId(7),
-            step: crate::Step::CommandBuild,
+            step: crate::Step::ExecBuild,
             build_key: "abc".into(),
             config_params: Params::new(),
             compile_params: p,
@@ -315,15 +317,15 @@ mod tests {
         let c = codec();
         let bytes = c.encode(&sample());
         let body = &bytes[1 + TAG_BYTES + ID_BYTES..];
-        let known = b"command_build";
+        let known = b"exec_build";
         let at = body
             .windows(known.len())
             .position(|w| w == known)
             .expect("the step travels as its name");
         let mut bogus = body.to_vec();
-        bogus[at..at + known.len()].copy_from_slice(b"command_bulid");
+        bogus[at..at + known.len()].copy_from_slice(b"exec_bulid");
         let err = c.decode(&signed(&c, &bogus)).unwrap_err().to_string();
-        assert!(err.contains("unknown step `command_bulid`"), "{err}");
+        assert!(err.contains("unknown step `exec_bulid`"), "{err}");
         assert_eq!(c.decode(&signed(&c, body)).unwrap(), sample());
     }
 

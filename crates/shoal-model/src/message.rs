@@ -26,7 +26,7 @@ pub struct CompileRequest {
     pub step: Step,
     pub build_key: String,
     /// The problem of the jobs. Read by backends whose builds depend on it (MIOpen compiles per
-    /// config and solver, so every job of such a request has this config); a command-backend
+    /// config and solver, so every job of such a request has this config); an exec-backend
     /// build is shared across problems and never reads it.
     pub config_params: Params,
     pub compile_params: Params,

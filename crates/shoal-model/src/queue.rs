@@ -193,8 +193,8 @@ mod tests {
             "shoal.eval.miopen_perf_eval.gfx90a_110"
         );
         assert_eq!(
-            ns.eval_queue(Step::CommandRun, "a.b", 1),
-            "shoal.eval.command_run.a_b_1"
+            ns.eval_queue(Step::ExecRun, "a.b", 1),
+            "shoal.eval.exec_run.a_b_1"
         );
         assert_eq!(ns.dead_letter_exchange(), "shoal.dlx");
         assert_eq!(ns.commands_queue(), "shoal.commands");

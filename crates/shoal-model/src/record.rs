@@ -12,8 +12,11 @@ crate::names::named_enum! {
     /// The backend of a session. In the store (and in JSON) it is its name, as it was when it
     /// was a string; a name this build does not know is an error where the session is read.
     pub enum Backend("backend") {
-        /// A tuning spec's build and run commands (or its library-mode runner).
-        Command => "command",
+        /// The exec backend: it execs a tuning spec's build and run commands, or runs its
+        /// library-mode runner (a replay spec's sessions are of it too, answered from the
+        /// recording). Named `command` before store schema 12, whose migration renames the
+        /// sessions stored under that name.
+        Exec => "exec",
         /// MIOpen's solvers, through fin.
         Miopen => "miopen",
         /// Builds and evaluations that do nothing, for benchmarks of the machinery.
@@ -32,7 +35,7 @@ pub struct NewSession {
     pub num_cu: u32,
     /// Which backend builds and evaluates the session's jobs.
     pub backend: Backend,
-    /// Backend-specific identity: for the command backend, the tuning spec's canonical text (so a
+    /// Backend-specific identity: for the exec backend, the tuning spec's canonical text (so a
     /// worker runs only the commands of the spec registered here, never a command it was sent).
     pub spec: String,
     /// Where the spec was read from (for resolving relative paths and for messages).
@@ -54,7 +57,7 @@ pub struct Session {
 /// One problem. `key` is its canonical text and is unique across the store.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NewConfig {
-    /// `shape` for the command backend, `conv` … for MIOpen.
+    /// `shape` for the exec backend, `conv` … for MIOpen.
     pub kind: String,
     pub key: String,
     pub params: Params,

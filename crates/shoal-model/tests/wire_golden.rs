@@ -96,7 +96,7 @@ fn samples() -> Vec<Message> {
     vec![
         Message::Compile(CompileRequest {
             session,
-            step: shoal_model::Step::CommandBuild,
+            step: shoal_model::Step::ExecBuild,
             build_key: "BM=64,BN=32".into(),
             config_params: params(&[("M", "512")]),
             compile_params: compile.clone(),
@@ -104,7 +104,7 @@ fn samples() -> Vec<Message> {
         }),
         Message::Eval(EvalRequest {
             session,
-            step: shoal_model::Step::CommandRun,
+            step: shoal_model::Step::ExecRun,
             items: vec![EvalItem {
                 job: job(1, 1),
                 config: ConfigId(4),
@@ -138,7 +138,7 @@ fn samples() -> Vec<Message> {
         })),
         Message::Reply(ReplyBody::Evaluated(EvalReply {
             session,
-            step: shoal_model::Step::CommandRun,
+            step: shoal_model::Step::ExecRun,
             outcomes: vec![
                 (
                     job(1, 1),

@@ -27,6 +27,7 @@ use crate::{Batch, BuildRecord, Change, Store, StoreError};
 mod catalog;
 mod commands;
 mod db_import;
+mod exec_rename;
 mod outage;
 mod outbox;
 mod presence;
@@ -35,6 +36,7 @@ mod transitions;
 pub use catalog::*;
 pub use commands::*;
 pub use db_import::*;
+pub use exec_rename::*;
 pub use outage::*;
 pub use outbox::*;
 pub use presence::*;
@@ -103,7 +105,7 @@ pub fn sample_session(reason: &str) -> NewSession {
         reason: reason.to_string(),
         arch: "sm_90".to_string(),
         num_cu: 132,
-        backend: shoal_model::Backend::Command,
+        backend: shoal_model::Backend::Exec,
         spec: "[build]\ncommand = \"make\"".to_string(),
         spec_path: "examples/gemm.toml".to_string(),
         library_version: "1.2.3".to_string(),
@@ -163,8 +165,8 @@ pub fn new_job(w: &World, tile: &str, build: &str) -> NewJob {
         session: w.session,
         config: w.config,
         solver: w.solver,
-        compile_step: shoal_model::Step::CommandBuild,
-        eval_step: shoal_model::Step::CommandRun,
+        compile_step: shoal_model::Step::ExecBuild,
+        eval_step: shoal_model::Step::ExecRun,
         compile_params: params(&[("TILE", tile)]),
         run_params: params(&[("SPLIT", "1")]),
         build_key: build.to_string(),

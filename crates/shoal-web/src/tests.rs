@@ -11,7 +11,7 @@ fn session(id: i64) -> Session {
             reason: "r".into(),
             arch: "x86_64".into(),
             num_cu: 2,
-            backend: Backend::Command,
+            backend: Backend::Exec,
             spec: String::new(),
             spec_path: "examples/<gemm>/spec.toml".into(),
             library_version: String::new(),

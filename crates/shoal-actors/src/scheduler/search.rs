@@ -322,7 +322,7 @@ impl Inner {
         &mut self,
         session: SessionId,
     ) -> Result<Option<SessionSearch>, ActorError> {
-        let SessionBackend::Command(spec) = self.backends.get(&*self.store, session).await? else {
+        let SessionBackend::Exec(spec) = self.backends.get(&*self.store, session).await? else {
             return Ok(None);
         };
         let Some(search) = spec.search.clone() else {

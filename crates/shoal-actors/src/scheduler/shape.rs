@@ -121,7 +121,7 @@ mod tests {
     use super::*;
 
     const S: SessionId = SessionId(1);
-    const STEP: Step = Step::CommandRun;
+    const STEP: Step = Step::ExecRun;
 
     fn shape() -> EvalShape {
         EvalShape::new(ShapeConfig::default())

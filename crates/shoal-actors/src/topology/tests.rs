@@ -43,7 +43,7 @@ fn session(arch: &str, num_cu: u32) -> Session {
             reason: "plan".into(),
             arch: arch.into(),
             num_cu,
-            backend: shoal_model::Backend::Command,
+            backend: shoal_model::Backend::Exec,
             spec: String::new(),
             spec_path: String::new(),
             library_version: String::new(),
@@ -68,7 +68,7 @@ fn embedded(arch: &str, num_cu: u32) -> Result<Topology, crate::ActorError> {
     };
     crate::embedded::plan(
         &session(arch, num_cu),
-        &[(Step::CommandBuild, Step::CommandRun)],
+        &[(Step::ExecBuild, Step::ExecRun)],
         &ns,
         &opts,
     )
@@ -80,9 +80,9 @@ fn worker(roles: Roles, eval_on_cpu: bool) -> WorkerOptions {
         host: "h:1".into(),
         work_dir: PathBuf::from("/w"),
         compile_slots: Some(2),
-        compile_steps: vec![Step::CommandBuild],
+        compile_steps: vec![Step::ExecBuild],
         compile_archs: vec!["sm_90".into(), "x86_64".into()],
-        eval_steps: vec![Step::CommandRun, Step::MiopenPerfEval],
+        eval_steps: vec![Step::ExecRun, Step::MiopenPerfEval],
         eval_on_cpu,
         monitor_interval: Duration::from_secs(5),
         scheduler: SchedulerConfig::default(),
@@ -99,7 +99,7 @@ fn embedded_evaluates_on_every_device_of_the_sessions_model_and_nothing_else() {
     let devices: Vec<&str> = t.evaluators.iter().map(|e| e.device.id.as_str()).collect();
     assert_eq!(devices, ["nvidia0", "nvidia1"]);
     assert!(t.evaluators.iter().all(|e| e.pin_cpu.is_none()));
-    assert_eq!(t.evaluators[0].queue, "t.eval.command_run.sm_90_132");
+    assert_eq!(t.evaluators[0].queue, "t.eval.exec_run.sm_90_132");
     let scheduler = t.scheduler.as_ref().unwrap();
     assert_eq!(scheduler.sessions, vec![SessionId(7)]);
     assert!(
@@ -107,7 +107,7 @@ fn embedded_evaluates_on_every_device_of_the_sessions_model_and_nothing_else() {
         "four builds per slot at least"
     );
     let compiler = t.compiler.as_ref().unwrap();
-    assert_eq!(compiler.queues, vec!["t.compile.command_build.sm_90"]);
+    assert_eq!(compiler.queues, vec!["t.compile.exec_build.sm_90"]);
     assert_eq!(compiler.slots, 3);
     assert_eq!(
         t.monitor.as_ref().unwrap().devices.len(),
@@ -149,10 +149,7 @@ fn a_cluster_worker_plans_its_roles_only() {
     );
     assert_eq!(
         t.compiler.as_ref().unwrap().queues,
-        vec![
-            "t.compile.command_build.sm_90",
-            "t.compile.command_build.x86_64"
-        ]
+        vec!["t.compile.exec_build.sm_90", "t.compile.exec_build.x86_64"]
     );
     // Every GPU, for every eval step; the CPU only when asked (there are GPUs).
     let evals: Vec<(&str, &str)> = t
@@ -163,11 +160,11 @@ fn a_cluster_worker_plans_its_roles_only() {
     assert_eq!(
         evals,
         [
-            ("nvidia0", "t.eval.command_run.sm_90_132"),
+            ("nvidia0", "t.eval.exec_run.sm_90_132"),
             ("nvidia0", "t.eval.miopen_perf_eval.sm_90_132"),
-            ("nvidia1", "t.eval.command_run.sm_90_132"),
+            ("nvidia1", "t.eval.exec_run.sm_90_132"),
             ("nvidia1", "t.eval.miopen_perf_eval.sm_90_132"),
-            ("nvidia2", "t.eval.command_run.sm_80_108"),
+            ("nvidia2", "t.eval.exec_run.sm_80_108"),
             ("nvidia2", "t.eval.miopen_perf_eval.sm_80_108"),
         ]
     );

@@ -1,4 +1,4 @@
-//! Library mode of the command backend: one long-lived runner process per device that loads
+//! Library mode of the exec backend: one long-lived runner process per device that loads
 //! each candidate's shared object, times it through the entry points of
 //! `include/shoal_kernel.h` and unloads it.
 //!

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use shoal_model::{FailureKind, Measurement, Outcome, Params};
 
-use crate::command::Artifact;
+use crate::exec::Artifact;
 
 /// The longest one replayed step sleeps, whatever the recording and the scale say.
 pub const MAX_SLEEP: Duration = Duration::from_secs(600);
@@ -206,7 +206,7 @@ pub async fn build(
             "recorded as failing to compile".into(),
         ));
     }
-    Ok(crate::command::pack(b"replay"))
+    Ok(crate::exec::pack(b"replay"))
 }
 
 /// Answers a candidate with its recorded runs, or its recorded failure.

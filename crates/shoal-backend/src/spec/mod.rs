@@ -1,4 +1,4 @@
-//! The tuning spec of the command backend: what a user writes to tune any kernel that can be
+//! The tuning spec of the exec backend: what a user writes to tune any kernel that can be
 //! built and timed from a command line.
 //!
 //! A spec is a TOML file. It names a build command and a run command with parameter
@@ -20,6 +20,9 @@
 //! rules = ["BM * BN <= 16384", "K % BK == 0"]   # optional; see below
 //! flops = "2 * M * N * K"           # optional: FLOPs of one run, for GFLOP/s
 //! device = "cpu"                    # cpu (default) | gpu: where `shoal tune` times candidates
+//! backend = "exec"                  # exec (default): built and run by execing the [build] and
+//!                                   # [run] commands | replay (see below). `command`, exec's
+//!                                   # old name, is still read, with a warning.
 //!
 //! shapes_csv = "shapes.csv"         # the shapes: a CSV whose header row names the columns
 //!                                   # (aiter style: spaces around values ignored, empty
@@ -199,7 +202,7 @@ pub struct TuningSpec {
     /// Things worth telling the user that do not stop the load.
     pub warnings: Vec<String>,
     /// The replay backend's recorded space (`backend = "replay"`): it answers every candidate,
-    /// and its configurations are the only candidates. `None`: the command backend.
+    /// and its configurations are the only candidates. `None`: the exec backend.
     pub replay: Option<Arc<ReplaySpace>>,
     /// How long a replayed answer takes: the worker's choice (`--replay-time`), not part of the
     /// spec's identity.

@@ -26,7 +26,7 @@ pub struct RawSpec {
     pub device: Option<Spanned<String>>,
     pub shapes_csv: Option<Spanned<String>>,
     pub shapes: Option<Spanned<Vec<Spanned<SpannedTable>>>>,
-    /// `command` (the default) or `replay`.
+    /// `exec` (the default; `command`, its old name, is still read) or `replay`.
     pub backend: Option<Spanned<String>>,
     /// The replay backend's recorded space.
     pub space: Option<Spanned<String>>,

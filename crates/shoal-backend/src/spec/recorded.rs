@@ -31,7 +31,7 @@ pub(super) fn parse(
     dir: &Path,
     limits: &Limits,
 ) -> Result<TuningSpec, SpecError> {
-    refuse_command_fields(ctx, raw)?;
+    refuse_exec_fields(ctx, raw)?;
     let space_field = raw.space.as_ref().ok_or_else(|| {
         ctx.field(
             "space",
@@ -134,8 +134,8 @@ pub(super) fn parse(
 }
 
 /// A replay spec builds and runs nothing and takes its candidates from the recording, so a field
-/// of the command backend there is a mistake worth naming.
-fn refuse_command_fields(ctx: Ctx, raw: &RawSpec) -> Result<(), SpecError> {
+/// of the exec backend there is a mistake worth naming.
+fn refuse_exec_fields(ctx: Ctx, raw: &RawSpec) -> Result<(), SpecError> {
     let refuse = |field: &str, span: std::ops::Range<usize>| {
         Err(ctx.at(
             span,

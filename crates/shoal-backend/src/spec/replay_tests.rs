@@ -112,7 +112,7 @@ fn a_missing_or_bad_space_names_the_field() {
 }
 
 #[test]
-fn a_command_spec_with_a_space_or_without_build_says_what_is_missing() {
+fn an_exec_spec_with_a_space_or_without_build_says_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let e = load_in(dir.path(), &SPEC.replace("backend = \"replay\"\n", ""))
         .unwrap_err()

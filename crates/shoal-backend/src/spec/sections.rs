@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use regex::Regex;
+use toml::Spanned;
 
+use super::error::{Ctx, SpecError};
 use super::Template;
 
 /// The build step: an argv template and its timeout.
@@ -145,25 +147,62 @@ impl TimeUnit {
     }
 }
 
-/// What a spec's `backend` key names: candidates built and run by the spec's commands (the
-/// default), or answers replayed from a recorded space.
+/// What a spec's `backend` key names: candidates built and run by execing the spec's commands
+/// (the exec backend, the default), or answers replayed from a recorded space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum SpecBackend {
-    Command,
+    Exec,
     Replay,
 }
 
 impl SpecBackend {
     /// The names the key takes, in the order an error lists them.
-    pub(super) const NAMES: [(&'static str, SpecBackend); 2] = [
-        ("command", SpecBackend::Command),
-        ("replay", SpecBackend::Replay),
-    ];
+    pub(super) const NAMES: [(&'static str, SpecBackend); 2] =
+        [("exec", SpecBackend::Exec), ("replay", SpecBackend::Replay)];
 
-    pub(super) fn named(name: &str) -> Option<SpecBackend> {
+    /// Names the key took before, each with the name that replaced it: still read, with a
+    /// warning, so that a spec written for an older release keeps loading.
+    pub(super) const OLD_NAMES: [(&'static str, &'static str); 1] = [("command", "exec")];
+
+    fn named(name: &str) -> Option<SpecBackend> {
         Self::NAMES
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, backend)| *backend)
+    }
+
+    /// The backend a spec's `backend` key names, the exec backend where there is no key. An old
+    /// name is read as the name that replaced it, and adds a warning that says so; a name that
+    /// is neither is an error listing the names.
+    pub(super) fn from_key(
+        ctx: Ctx,
+        key: Option<&Spanned<String>>,
+        warnings: &mut Vec<String>,
+    ) -> Result<SpecBackend, SpecError> {
+        let Some(key) = key else {
+            return Ok(SpecBackend::Exec);
+        };
+        let name = key.get_ref().as_str();
+        let old = Self::OLD_NAMES.iter().find(|(old, _)| *old == name);
+        if let Some((old, new)) = old {
+            warnings.push(
+                ctx.at(
+                    key.span(),
+                    "backend",
+                    format!("`{old}` is the old name of `{new}`: write `backend = \"{new}\"`"),
+                )
+                .to_string(),
+            );
+        }
+        Self::named(old.map_or(name, |(_, new)| new)).ok_or_else(|| {
+            ctx.at(
+                key.span(),
+                "backend",
+                format!(
+                    "`{name}` is not one of {}",
+                    Self::NAMES.map(|(n, _)| n).join(", ")
+                ),
+            )
+        })
     }
 }

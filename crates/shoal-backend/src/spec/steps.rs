@@ -25,7 +25,7 @@ pub(super) type Names = HashMap<String, (Origin, Range<usize>)>;
 /// A command's argv as written and its parsed templates.
 pub(super) type Command = (Vec<String>, Vec<Template>);
 
-/// The `[build]` section, which the command backend requires.
+/// The `[build]` section, which the exec backend requires.
 fn required_build<'r>(ctx: Ctx, raw: &'r RawSpec) -> Result<&'r RawBuild, SpecError> {
     raw.build.as_ref().map(|b| b.get_ref()).ok_or_else(|| {
         ctx.field(
@@ -35,7 +35,7 @@ fn required_build<'r>(ctx: Ctx, raw: &'r RawSpec) -> Result<&'r RawBuild, SpecEr
     })
 }
 
-/// The `[run]` section, which the command backend requires.
+/// The `[run]` section, which the exec backend requires.
 fn required_run<'r>(ctx: Ctx, raw: &'r RawSpec) -> Result<&'r RawRun, SpecError> {
     raw.run.as_ref().map(|r| r.get_ref()).ok_or_else(|| {
         ctx.field(

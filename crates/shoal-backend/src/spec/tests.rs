@@ -113,6 +113,45 @@ fn full_spec_loads() {
     assert!(spec.identity().contains(&spec.source_hashes[0].1));
 }
 
+/// `backend = "exec"` is the default written out. `command`, its old name, still loads as the
+/// same spec (the same shapes, candidates and builds), with one warning that names the line;
+/// any other name is an error that lists the names.
+#[test]
+fn the_exec_backend_keeps_reading_its_old_name_with_a_warning() {
+    let with = |name: &str| {
+        BASE.replacen(
+            "description",
+            &format!("backend = \"{name}\"\ndescription"),
+            1,
+        )
+    };
+    let (_d, plain) = load_with(BASE, &[]);
+    let plain = plain.unwrap();
+    let (_d, exec) = load_with(&with("exec"), &[]);
+    assert!(exec.unwrap().warnings.is_empty());
+    let (dir, old) = load_with(&with("command"), &[]);
+    let old = old.unwrap();
+    assert!(old.replay.is_none());
+    let warnings: Vec<String> = old
+        .warnings
+        .iter()
+        .map(|w| w.replacen(&format!("{}/", dir.path().display()), "", 1))
+        .collect();
+    assert_eq!(
+        warnings,
+        ["spec.toml:2: backend: `command` is the old name of `exec`: write `backend = \"exec\"`"]
+    );
+    assert_eq!(old.shapes, plain.shapes);
+    let candidates = |s: &TuningSpec| s.candidates(&s.shapes[0]).unwrap();
+    assert_eq!(candidates(&old), candidates(&plain));
+    let compile = params(&[("BM", "32"), ("BN", "64"), ("BK", "16")]);
+    assert_eq!(old.build_key(&compile), plain.build_key(&compile));
+    assert_eq!(
+        err_of(&with("cmd")),
+        "spec.toml:2: backend: `cmd` is not one of exec, replay"
+    );
+}
+
 #[test]
 fn candidates_follow_the_rules() {
     let (_dir, spec) = load_with(BASE, &[]);

@@ -294,20 +294,7 @@ pub fn parse(text: &str, path: &Path, limits: &Limits) -> Result<TuningSpec, Spe
     let dir = spec_dir(path);
     let mut warnings = Vec::new();
     let name = check_spec_name(ctx, &raw.name)?;
-    let backend = match &raw.backend {
-        None => SpecBackend::Command,
-        Some(b) => SpecBackend::named(b.get_ref()).ok_or_else(|| {
-            ctx.at(
-                b.span(),
-                "backend",
-                format!(
-                    "`{}` is not one of {}",
-                    b.get_ref(),
-                    SpecBackend::NAMES.map(|(n, _)| n).join(", ")
-                ),
-            )
-        })?,
-    };
+    let backend = SpecBackend::from_key(ctx, raw.backend.as_ref(), &mut warnings)?;
     if backend == SpecBackend::Replay {
         return super::recorded::parse(ctx, &raw, name, &dir, limits);
     }

@@ -82,7 +82,7 @@ fn about(held: &Held, worker: impl Fn(&str) -> String) -> Vec<Message> {
         for time in [1e-300, 0.001] {
             out.push(Message::Reply(ReplyBody::Evaluated(EvalReply {
                 session: s,
-                step: Step::CommandRun,
+                step: Step::ExecRun,
                 outcomes: vec![(*job, measured(time))],
                 worker: w.clone(),
                 device: "cpu".into(),
@@ -141,8 +141,8 @@ pub(super) async fn run(args: &super::HostileArgs) -> anyhow::Result<ExitCode> {
     let held = held(&settings).await?;
     let queues = super::Queues {
         results: ns.results_queue(),
-        compile: ns.compile_queue(Step::CommandBuild, &t.arch),
-        eval: ns.eval_queue(Step::CommandRun, &t.arch, t.num_cu),
+        compile: ns.compile_queue(Step::ExecBuild, &t.arch),
+        eval: ns.eval_queue(Step::ExecRun, &t.arch, t.num_cu),
         commands: ns.commands_queue(),
     };
     // Its own worker name: the host of its broker user, as a worker of that host names itself.

@@ -175,7 +175,7 @@ fn version_1(body: &[u8]) -> Vec<u8> {
 /// string (the step's name) starts, with that string's length claimed to be 2^62 (a bincode
 /// varint: 0xFD, then the u64). A decoder that believed the length would allocate 4 EiB.
 fn bomb_body() -> Vec<u8> {
-    let step = Step::CommandRun;
+    let step = Step::ExecRun;
     let request = Message::Eval(EvalRequest {
         session: SessionId(7),
         step,
@@ -227,7 +227,7 @@ fn measured(time_us: f64) -> Outcome {
 fn evaluated(t: &Targets, time_us: f64) -> Message {
     Message::Reply(ReplyBody::Evaluated(EvalReply {
         session: t.session,
-        step: shoal_model::Step::CommandRun,
+        step: shoal_model::Step::ExecRun,
         outcomes: t.eval.iter().map(|r| (*r, measured(time_us))).collect(),
         worker: FORGED_WORKER.into(),
         device: "cpu0".into(),
@@ -240,7 +240,7 @@ fn compile_request(t: &Targets, marker: &std::path::Path) -> Message {
     evil.push("VAR", format!("(system(\"touch {}\")*0)", marker.display()));
     Message::Compile(CompileRequest {
         session: t.session,
-        step: Step::CommandBuild,
+        step: Step::ExecBuild,
         build_key: "forged".into(),
         config_params: Params::from_key("S=0").unwrap_or_default(),
         compile_params: evil,
@@ -255,7 +255,7 @@ fn eval_request(t: &Targets, marker: &std::path::Path) -> Message {
     compile.push("VAR", "0");
     Message::Eval(EvalRequest {
         session: t.session,
-        step: Step::CommandRun,
+        step: Step::ExecRun,
         items: vec![EvalItem {
             job: t.eval[0],
             config: ConfigId(1),
@@ -298,8 +298,8 @@ pub async fn hostile(args: HostileArgs) -> anyhow::Result<ExitCode> {
     let t = targets(&settings).await?;
     let queues = Queues {
         results: ns.results_queue(),
-        compile: ns.compile_queue(Step::CommandBuild, &t.arch),
-        eval: ns.eval_queue(Step::CommandRun, &t.arch, t.num_cu),
+        compile: ns.compile_queue(Step::ExecBuild, &t.arch),
+        eval: ns.eval_queue(Step::ExecRun, &t.arch, t.num_cu),
         commands: ns.commands_queue(),
     };
     let stranger = shoal_bus::random_codec();
@@ -417,7 +417,7 @@ fn forged(t: &Targets, queues: &Queues, args: &HostileArgs) -> Vec<(To, Message)
                         reason: FORGED_DETAIL.into(),
                         arch: t.arch.clone(),
                         num_cu: t.num_cu,
-                        backend: shoal_model::Backend::Command,
+                        backend: shoal_model::Backend::Exec,
                         spec: String::new(),
                         spec_path: String::new(),
                         library_version: String::new(),

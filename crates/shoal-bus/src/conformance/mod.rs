@@ -98,7 +98,7 @@ fn text(payload: &[u8]) -> String {
 async fn declare(bus: &dyn Bus, name: &str, delivery_limit: u32) -> String {
     let q = bus
         .namespace()
-        .compile_queue(shoal_model::Step::CommandBuild, name);
+        .compile_queue(shoal_model::Step::ExecBuild, name);
     bus.declare_queue(&q, &QueueOptions::limited(delivery_limit))
         .await
         .unwrap_or_else(|e| panic!("declare {q}: {e}"));

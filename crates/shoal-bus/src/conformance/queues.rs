@@ -175,7 +175,7 @@ pub async fn explicit_dead_letter_carries_reason(bus: &dyn Bus) {
 pub async fn undeclared_queue_errors(bus: &dyn Bus) {
     let q = bus
         .namespace()
-        .compile_queue(shoal_model::Step::CommandBuild, "never_declared");
+        .compile_queue(shoal_model::Step::ExecBuild, "never_declared");
     match bus.publish(&q, vec![msg("lost", 0)]).await {
         Err(BusError::NoSuchQueue(name)) => assert_eq!(name, q),
         other => panic!("publish to an undeclared queue: {other:?}"),

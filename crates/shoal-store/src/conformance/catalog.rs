@@ -263,8 +263,8 @@ pub async fn insert_jobs_is_idempotent(store: &dyn Store) {
     assert_eq!(j.session, w.session);
     assert_eq!(j.config, w.config);
     assert_eq!(j.solver, w.solver);
-    assert_eq!(j.compile_step, shoal_model::Step::CommandBuild);
-    assert_eq!(j.eval_step, shoal_model::Step::CommandRun);
+    assert_eq!(j.compile_step, shoal_model::Step::ExecBuild);
+    assert_eq!(j.eval_step, shoal_model::Step::ExecRun);
     assert_eq!(j.compile_params, params(&[("TILE", "32")]));
     assert_eq!(j.run_params, params(&[("SPLIT", "1")]));
     assert_eq!((j.state, j.attempt, j.retries), (New, 0, 0));

@@ -302,9 +302,7 @@ pub async fn final_results_use_final_attempt(store: &dyn Store) {
         (Some("host-a/gpu0"), Some("NVIDIA H100")),
         "who measured the final attempt"
     );
-    assert!(fr
-        .iter()
-        .all(|r| r.eval_step == shoal_model::Step::CommandRun));
+    assert!(fr.iter().all(|r| r.eval_step == shoal_model::Step::ExecRun));
     assert_eq!((fr[1].state, fr[1].outcome.clone()), (New, None));
     assert_eq!((fr[1].worker.clone(), fr[1].device.clone()), (None, None));
     assert_eq!(fr[2].state, Errored);

@@ -13,7 +13,7 @@ use mysql_async::Conn;
 use super::carry::Rebuild;
 use super::queries as q;
 use super::OpError;
-use super::{migrate_compact, migrate_lean};
+use super::{migrate_compact, migrate_exec, migrate_lean};
 use crate::StoreError;
 
 /// The migrations this build knows, in order: (version, SQL). Never edit a released one.
@@ -52,6 +52,10 @@ pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
     (
         11,
         include_str!("../../../../schemas/mysql/0011_compact_job.sql"),
+    ),
+    (
+        12,
+        include_str!("../../../../schemas/mysql/0012_exec_backend.sql"),
     ),
 ];
 
@@ -210,6 +214,9 @@ async fn migrate_locked(conn: &mut Conn, now: i64) -> Result<u32, OpError> {
         if let Some(r) = rebuild {
             r.carry_forward(conn).await?;
         }
+        if version == migrate_exec::VERSION {
+            migrate_exec::rename_jobs(conn).await?;
+        }
         conn.exec_drop(q::INSERT_SCHEMA_VERSION, (version, now))
             .await?;
         tracing::debug!(version, "applied mysql migration");
@@ -235,6 +242,41 @@ mod tests {
         );
     }
 
+    /// Whether `s` is `UPDATE <table> SET <column> = <new> WHERE <column> = <old>`, two values
+    /// that differ: run again, it finds no row with the old value.
+    fn renames_a_value(s: &str) -> bool {
+        let Some((_, rest)) = s
+            .strip_prefix("UPDATE ")
+            .and_then(|r| r.split_once(" SET "))
+        else {
+            return false;
+        };
+        let Some((set, condition)) = rest.split_once(" WHERE ") else {
+            return false;
+        };
+        match (set.split_once(" = "), condition.split_once(" = ")) {
+            (Some((column, new)), Some((same, old))) => {
+                column == same && new != old && !format!("{new}{old}").contains(' ')
+            }
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn a_rename_is_told_from_other_updates() {
+        assert!(renames_a_value(
+            "UPDATE session SET backend = 'exec' WHERE backend = 'command'"
+        ));
+        for not in [
+            "UPDATE session SET backend = 'exec' WHERE reason = 'command'",
+            "UPDATE session SET backend = 'exec' WHERE backend = 'exec'",
+            "UPDATE job SET attempt = attempt + 1 WHERE attempt = 1",
+            "UPDATE session SET backend = 'exec'",
+        ] {
+            assert!(!renames_a_value(not), "{not}");
+        }
+    }
+
     #[test]
     fn every_migration_is_idempotent_ddl() {
         for (version, sql) in MIGRATIONS {
@@ -243,10 +285,14 @@ mod tests {
             for s in stmts {
                 // DDL commits on its own, so a migration cut short runs again from the start:
                 // every statement must be harmless the second time. Redefining a column to the
-                // same definition is.
+                // same definition is, and so are making labels (an existing one is left as it
+                // is) and renaming a value (the second time, no row has the old one).
                 assert!(
                     s.starts_with("CREATE TABLE IF NOT EXISTS ")
-                        || s.starts_with("ALTER TABLE job MODIFY state "),
+                        || s.starts_with("ALTER TABLE job MODIFY state ")
+                        || (s.starts_with("INSERT INTO label ")
+                            && s.ends_with(" ON DUPLICATE KEY UPDATE id = id"))
+                        || renames_a_value(&s),
                     "migration {version}: not idempotent: {s}"
                 );
             }

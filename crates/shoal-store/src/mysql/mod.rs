@@ -40,6 +40,7 @@ mod insert_jobs;
 mod labels;
 mod migrate;
 mod migrate_compact;
+mod migrate_exec;
 mod migrate_lean;
 mod ops;
 mod presence;

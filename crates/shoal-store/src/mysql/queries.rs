@@ -44,6 +44,18 @@ macro_rules! job_labels {
     };
 }
 
+/// A job's identity hash from five bound values: config id, solver id, compile step, eval step
+/// and candidate key (`shoal_model::record::candidate_key`), joined by newlines, the first 16
+/// bytes of their SHA-256 (schemas/mysql/0010_lean_job.sql says why). Migration 10 computes it
+/// with the same expression from the old columns, migration 12 (`super::migrate_exec`) from the
+/// renamed steps.
+macro_rules! identity_hash {
+    () => {
+        "UNHEX(LEFT(SHA2(CONCAT(?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?), 256), 32))"
+    };
+}
+pub(crate) use identity_hash;
+
 /// The most placeholders in one `IN (…)` list.
 pub const MAX_IN: usize = 512;
 
@@ -150,11 +162,12 @@ pub const APPLICABLE_SOLVERS: &str = "SELECT solver_id FROM applicability \
 /// config, solver, the two steps (labels), the five identity values, compile params, run
 /// params, build key (a label), state, created, updated. The labels' ids come from
 /// `labels::write`, in the same transaction.
-pub const INSERT_JOB: &str = "INSERT INTO job (session_id, config_id, solver_id, compile_step, \
-     eval_step, identity_hash, compile_params, run_params, build_key, state, created_ms, \
-     updated_ms) VALUES (?, ?, ?, ?, ?, \
-     UNHEX(LEFT(SHA2(CONCAT(?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?, CHAR(10), ?), 256), 32)), \
-     ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id";
+pub const INSERT_JOB: &str = concat!(
+    "INSERT INTO job (session_id, config_id, solver_id, compile_step, eval_step, identity_hash, \
+     compile_params, run_params, build_key, state, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ",
+    identity_hash!(),
+    ", ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id"
+);
 pub const JOB: &str = concat!(
     "SELECT ",
     job_row_columns!(),

@@ -211,7 +211,7 @@ mod chains {
 /// row and id, and foreign keys hold afterwards.
 #[test]
 fn migration_3_keeps_jobs_and_results() {
-    use super::MIGRATIONS;
+    use super::migrate::MIGRATIONS;
     let store = SqliteStore::open_in_memory().unwrap();
     let mut conn = store.conn.lock().unwrap();
     conn.execute_batch(queries::CREATE_SCHEMA_VERSION).unwrap();
@@ -270,7 +270,7 @@ fn migration_3_keeps_jobs_and_results() {
 /// row stays, and an import's records join to the configs that were there before.
 #[test]
 fn migration_10_adds_imports_beside_existing_rows() {
-    use super::MIGRATIONS;
+    use super::migrate::MIGRATIONS;
     let store = SqliteStore::open_in_memory().unwrap();
     let mut conn = store.conn.lock().unwrap();
     conn.execute_batch(queries::CREATE_SCHEMA_VERSION).unwrap();
@@ -335,4 +335,24 @@ fn migration_10_adds_imports_beside_existing_rows() {
             [id.0],
         )
         .is_err());
+}
+
+/// Migration 12 on a store written before it, where the exec backend was named `command`: its
+/// rows read as exec ([`crate::conformance::old_names_read_as_exec`]).
+#[tokio::test]
+async fn migration_12_names_the_command_backend_exec() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let conn = store.conn.clone();
+    crate::conformance::old_names_read_as_exec(&store, || async move {
+        conn.lock()
+            .unwrap()
+            .execute_batch(
+                "UPDATE session SET backend = 'command' WHERE backend = 'exec';
+                 UPDATE job SET compile_step = 'command_build' WHERE compile_step = 'exec_build';
+                 UPDATE job SET eval_step = 'command_run' WHERE eval_step = 'exec_run';
+                 DELETE FROM schema_version WHERE version >= 12;",
+            )
+            .unwrap();
+    })
+    .await;
 }

@@ -1,4 +1,5 @@
-//! The command backend's two steps, for kernels built and timed from a command line.
+//! The exec backend's two steps, for kernels built and timed from a command line: it execs the
+//! spec's build command and its run command.
 //!
 //! - [`build`] (the compile step) runs the spec's build command once for a compile-time
 //!   parameter set, in a fresh temporary directory, and returns the artifact it wrote:
