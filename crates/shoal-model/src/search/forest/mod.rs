@@ -68,6 +68,14 @@ use tree::{Training, Tree};
 fn initial(size: usize) -> usize {
     (size / 25).clamp(6, 16).min(size)
 }
+/// Candidates of the initial design taken from a prior's fastest: a quarter of it, at least
+/// one. On the GEMM spaces at 1 %, half of it (8) cost a prior from a shape whose best lies
+/// elsewhere 1.031 → 1.092 of the optimum against a cold start, where 4, 2 or none cost
+/// nothing; with a prior that ranks alike (another GPU, a shape of the same best tile), 2 and 4
+/// found the optimum in every run (docs/experiments/2026-11-28-warm-starts.md).
+fn seeded(size: usize) -> usize {
+    (initial(size) / 4).max(1)
+}
 /// Valid measurements the forest needs before it is fitted at all, when proposals in flight
 /// complete the initial design (see [`Forest::propose`]'s random phase).
 const FIRST_FIT: usize = 8;
@@ -129,8 +137,8 @@ impl Forest {
     }
 
     /// A forest that starts from an earlier tuning's results (see [`Prior`]): its initial
-    /// design begins with half its size of the prior's fastest candidates, and its trees see
-    /// each candidate's earlier standing.
+    /// design begins with a quarter of its size of the prior's fastest candidates
+    /// ([`seeded`]), and its trees see each candidate's earlier standing.
     pub fn warm(space: &Space, seed: u64, prior: Option<&Prior>) -> Self {
         let size = space.candidates.len();
         let prior = prior.filter(|p| !p.is_empty());
@@ -156,7 +164,7 @@ impl Forest {
             proposed: vec![false; size],
             unproposed: size,
             random: Random::new(space, seed),
-            seeded: prior.map_or_else(Vec::new, |p| p.best(initial(size) / 2)),
+            seeded: prior.map_or_else(Vec::new, |p| p.best(seeded(size))),
             measured: Vec::new(),
             observed: vec![false; size],
             pending: Vec::new(),
