@@ -32,6 +32,10 @@ pub struct WarmArgs {
     /// Candidates in flight, each freed slot refilled at once (as the Scheduler does).
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
+    /// The prior upside down (its fastest taken as its slowest): the most misleading prior
+    /// there is, to bound what trusting one can cost.
+    #[arg(long)]
+    pub inverted: bool,
 }
 
 /// A recorded space with its parameters' names and values, as `shoal-bench search` reads it.
@@ -119,8 +123,14 @@ pub fn derived_seed(file: &str, rep: u64) -> u64 {
 }
 
 pub fn search_warm(args: WarmArgs) -> anyhow::Result<ExitCode> {
-    let earlier = Named::read(&args.prior)?;
-    let prior_name = file_name(&args.prior);
+    let mut earlier = Named::read(&args.prior)?;
+    let mut prior_name = file_name(&args.prior);
+    if args.inverted {
+        for t in earlier.times.iter_mut().flatten() {
+            *t = 1.0 / *t;
+        }
+        prior_name = format!("inverted:{prior_name}");
+    }
     for path in &args.space {
         let name = file_name(path);
         let target = Named::read(path)?;
