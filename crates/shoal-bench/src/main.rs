@@ -1,5 +1,5 @@
 //! `shoal-bench`: the developers' bench, not shipped to users. It measures Shoal itself
-//! (`dispatch`, `fleet`, `search`) and attacks a running cluster the way an outsider or an
+//! (`dispatch`, `fleet`, `search`, `search-summary`) and attacks a running cluster the way an outsider or an
 //! insider would (`hostile`, which `scripts/chaos` runs); the release `shoal` has none of these
 //! commands. Scripts parse the one line each command prints, so those lines keep their format.
 //!
@@ -14,6 +14,7 @@ mod hostile;
 mod netns;
 mod preload;
 mod search;
+mod summary;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +48,11 @@ enum Command {
     /// budget, the median best-found over the optimum over `--reps` seeds, and the share of
     /// runs within 2 % of it.
     Search(search::SearchArgs),
+    /// Read the raw ratios of `search --ratios` and scripts/bench_search_kerneltuner.py
+    /// (`search-ratios …`, `kerneltuner-ratios …` lines) and print each cell's figures with 90 %
+    /// bootstrap intervals, the pooled figures, each side's best per space and budget and a
+    /// verdict: the one summariser of scripts/bench-search.
+    SearchSummary(summary::SummaryArgs),
     /// Publish what an attacker with broker access but without the signing key would send
     /// (garbage, a length bomb, forged replies and orders about real jobs) to the cluster
     /// named by the environment, and print `hostile published=<n> …`. The cluster must
@@ -87,6 +93,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dispatch(args) => dispatch::dispatch(args).await,
         Command::Fleet(args) => fleet::fleet(args).await,
         Command::Search(args) => search::search(args),
+        Command::SearchSummary(args) => summary::search_summary(args),
         Command::Hostile(args) => hostile::hostile(args).await,
     }
 }
