@@ -5,15 +5,33 @@ the other side of `scripts/bench-search` (Shoal's side is `shoal-bench search`).
 
 Usage:
   bench_search_kerneltuner.py --space FILE [--space FILE ...] [--budget 5%] [--budget 200]
-                              [--reps 10] [--strategies genetic_algorithm,mls,...]
+                              [--reps 100] [--strategies genetic_algorithm,mls,...] [--no-cache]
+  bench_search_kerneltuner.py --seeds NAME [--reps N]   (the seeds of runs 1..N on a space NAME)
 
-For each space, budget and strategy, over seeds 1..reps, it prints
-  kerneltuner-run space=<file name> budget=<b> evaluations=<n> strategy=<s> median=<r> p10=<r>
-                  p90=<r> within_2pct=<share> secs=<s>
-and, last per space and budget, the strategy with the lowest median (on a tie, the larger share
-within 2 %):
-  kerneltuner space=<file name> budget=<b> best=<strategy>:<median ratio>:<share within 2%>
-A ratio is the best valid time a run found over the space's optimum (inf if it found none).
+For each space, budget and strategy it prints the raw ratios of its runs 1..reps, in that order:
+  kerneltuner-ratios space=<file name> budget=<b> evaluations=<n> strategy=<s> secs=<s>
+                     ratios=<r1>,<r2>,...
+A ratio is the best valid time a run found over the space's optimum (inf if it found none);
+secs is the time the runs took when they were run (cached ones keep theirs). It computes no
+figures: `shoal-bench search-summary` reads these lines with Shoal's (`shoal-bench search
+--ratios`) and gives both sides' medians, shares within 2 % and their bootstrap intervals, one
+implementation for both (scripts/bench-search pipes them there). Progress, and the runs that
+stopped before the budget, are on stderr.
+
+Seeds (run_seed): run r (1, 2, ...) on a space file named F (no directory) is seeded with
+FNV-1a 64 of the UTF-8 text "F#r", reduced to 1..2**31-1 (1 + hash mod (2**31 - 1)), as Shoal's
+side (run_seed in crates/shoal-bench/src/search.rs, whose tests run `--seeds` and compare). For
+cuda_gemm_wide-1.T4.json.gz, runs 1, 2, 3: 1842351183, 1842354024, 1842353077. Seeds 1..N on
+every space drew the same configurations on every space that lists them in the same order
+(issue 38). Consecutive runs get nearby seeds (FNV's last step); every generator seeded here
+scrambles its seed (MT19937's initialisation, Python's random.seed), so that does not matter.
+
+Cache (cached_runs): a strategy's runs do not change when Shoal's do, so they are kept under
+${XDG_CACHE_HOME:-~/.cache}/shoal/bench-search-kt/<SHA-256 of the space file>/<file name>/
+<strategy>/evaluations<n>.<seed rule>.kt<version>.m<METHOD>.json, the key repeated inside and
+checked: a file holds runs 1..m and serves any --reps up to m; asked for more, only the missing
+runs are run and added. --no-cache runs them all anew and writes them over it. METHOD is to be
+raised when this file changes how a run is run or scored.
 
 What makes the comparison with `shoal-bench search` fair:
 - The objective of a configuration is read as crates/shoal-backend/src/replay/t4.rs reads it: the
@@ -42,19 +60,17 @@ What makes the comparison with `shoal-bench search` fair:
   simulated_annealing, basinhopping, genetic_algorithm's 90 generations, at times pso and
   adaptive_tabu_greywolf); those runs are scored on what they found, and the mean number of
   evaluations they used is printed on stderr.
-- Each run seeds Python's `random` and NumPy's global generator with the seed (1..reps, as
+- Each run seeds Python's `random` and NumPy's global generator with its seed (run_seed, as
   Shoal's side), passes it as tune_kernel's `seed`, and LatinHypercube (bayes_opt's initial
   sample and diff_evo's populations, which scipy would otherwise draw from fresh entropy) is
   given a generator drawn from NumPy's seeded one, so runs are repeatable.
-- Quantiles as the Rust side takes them: sorted ratios, index round((len - 1) x p), rounding
-  halves away from zero (so the median of 10 runs is the 6th).
 
 Strategies of kernel_tuner 1.5.0 (its strategy_map) and the default set, DEFAULT_STRATEGIES:
 those that run in simulation mode on both recorded spaces, in well under a second a run but
 for basinhopping (up to 1 s) and hybrid_vndx (up to 15 s a run at 1,113 evaluations of the
-dedispersion space); the whole set at 1, 2, 5 and 10 % over 10 seeds takes about 1.5 minutes
-on the convolution space and 5 on dedispersion. Left out of the default (each still runs with
---strategies):
+dedispersion space); the whole set at 1, 2, 5 and 10 % over 10 seeds took about 1.5 minutes
+on the convolution space and 5 on dedispersion (2 vCPU). Left out of the default (each still
+runs with --strategies):
 - bayes_opt: runs, but slowly (about 50 s a run at 1,113 evaluations of the 11,130-config
   dedispersion space, 13 minutes for 10 seeds at 1, 2, 5 and 10 %); and in 1.5.0 it takes failed
   configurations for valid ones: CostFunc gives them the cost sys.float_info.max while
@@ -72,6 +88,7 @@ on the convolution space and 5 on dedispersion. Left out of the default (each st
 import argparse
 import contextlib
 import gzip
+import hashlib
 import io
 import json
 import logging
@@ -103,8 +120,43 @@ DEFAULT_STRATEGIES = [
 ]
 
 
+# The seed rule, the same as Shoal's side (run_seed in crates/shoal-bench/src/search.rs): run
+# `rep` (1, 2, ...) on a space file named `name` is seeded with FNV-1a 64 of the UTF-8 text
+# "<name>#<rep>", reduced to 1..2**31-1 (1 + hash mod (2**31 - 1)) so NumPy and KernelTuner
+# take it. E.g. cuda_gemm_wide-1.T4.json.gz, runs 1, 2, 3: 1842351183, 1842354024, 1842353077
+# (asserted by Shoal's tests, which also compare `--seeds NAME` with Shoal's own).
+SEED_RULE = "fnv1a64-name-rep"
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+
+
+def fnv1a64(data):
+    h = FNV_OFFSET
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def run_seed(name, rep):
+    """The seed of run `rep` (1, 2, ...) on the space file `name` (no directory)."""
+    return 1 + fnv1a64(f"{name}#{rep}".encode()) % (2**31 - 1)
+
+
+# What the cache of runs (cached_runs) is keyed by besides the space, budget and strategy:
+# KernelTuner's version, and METHOD, to be raised whenever this file changes how a run is run
+# or scored (its runs cached before then are then run anew).
+KERNEL_TUNER = "1.5.0"
+METHOD = 1
+
+
+def cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "shoal", "bench-search-kt")
+
+
 def rust_round(x):
-    """Rust's f64::round for x >= 0: halves away from zero (Python's round() goes to even)."""
+    """Rust's f64::round for x >= 0: halves away from zero (Python's round() goes to even); for
+    the budget's count, as Shoal's Budget::evaluations rounds it."""
     floor = math.floor(x)
     return floor + 1 if x - floor >= 0.5 else floor
 
@@ -189,6 +241,8 @@ class Space:
     def __init__(self, path, workdir):
         self.path = path
         self.name = os.path.basename(path)
+        with open(path, "rb") as f:
+            self.sha256 = hashlib.sha256(f.read()).hexdigest()
         self.names, entries = read_t4(path)
         self.size = len(entries)
         times = [t for _, t, _ in entries if t is not None]
@@ -303,17 +357,68 @@ def run(space, strategy, seed, budget):
     return best, len(used)
 
 
+def cached_runs(space, strategy, n, reps, use_cache):
+    """The runs of `strategy` at `n` evaluations for reps 1..reps: (ratio, used, secs) each,
+    from the cache where it holds them (a cache file keeps the runs of reps 1..m and serves any
+    reps <= m; asked for more, only the missing ones are run and the file is extended). With
+    use_cache false all are run anew, and written over the cache."""
+    path = os.path.join(
+        cache_dir(),
+        space.sha256,
+        space.name,
+        strategy,
+        f"evaluations{n}.{SEED_RULE}.kt{KERNEL_TUNER}.m{METHOD}.json",
+    )
+    key = {
+        "sha256": space.sha256,
+        "space": space.name,
+        "evaluations": n,
+        "strategy": strategy,
+        "seed_rule": SEED_RULE,
+        "kernel_tuner": KERNEL_TUNER,
+        "method": METHOD,
+    }
+    runs = []
+    if use_cache:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+            if doc.get("key") == key:
+                runs = [tuple(r) for r in doc["runs"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            runs = []
+    cached = min(len(runs), reps)
+    if len(runs) < reps:
+        for rep in range(len(runs) + 1, reps + 1):
+            clock = time.perf_counter()
+            best, used = run(space, strategy, run_seed(space.name, rep), n)
+            runs.append((best / space.optimum, used, time.perf_counter() - clock))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"key": key, "runs": runs}, f)
+        os.replace(tmp, path)
+    return runs[:reps], cached
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--space", action="append", required=True, help="a T4 file (.json or .json.gz); repeatable")
-    parser.add_argument("--budget", action="append", help="a count or a share such as 5%%; repeatable (default 5%%)")
-    parser.add_argument("--reps", type=int, default=10, help="seeds per strategy (default 10)")
+    parser.add_argument("--space", action="append", help="a T4 file (.json or .json.gz); repeatable")
+    parser.add_argument("--budget", action="append", help="a count or a share such as 5%%; repeatable (default 1%% and 2%%)")
+    parser.add_argument("--reps", type=int, default=100, help="runs per strategy, space and budget (default 100)")
     parser.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES), help="comma-separated KernelTuner strategies")
+    parser.add_argument("--no-cache", action="store_true", help="run every run anew (and write them over the cache)")
+    parser.add_argument("--seeds", metavar="NAME", help="only print the seeds of runs 1..reps on a space file of this name")
     args = parser.parse_args()
-    budgets = args.budget or ["5%"]
-    strategies = [s for s in args.strategies.split(",") if s]
     if args.reps < 1:
         sys.exit("--reps: at least 1")
+    if args.seeds is not None:
+        print(" ".join(str(run_seed(args.seeds, rep)) for rep in range(1, args.reps + 1)))
+        return
+    if not args.space:
+        parser.error("--space is required")
+    budgets = args.budget or ["1%", "2%"]
+    strategies = [s for s in args.strategies.split(",") if s]
 
     logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
@@ -321,29 +426,32 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bench-search-kt-") as workdir:
         for path in args.space:
             space = Space(path, workdir)
+            clock_space = time.perf_counter()
             for budget in budgets:
                 n = evaluations(budget, space.size)
-                best = None
+                ran = 0
                 for strategy in strategies:
                     clock = time.perf_counter()
                     try:
-                        runs = [run(space, strategy, seed, n) for seed in range(1, args.reps + 1)]
+                        runs, cached = cached_runs(space, strategy, n, args.reps, not args.no_cache)
                     except Exception as e:  # a strategy that fails here is reported and skipped
                         print(f"kerneltuner: {space.name} budget={budget} {strategy}: failed: {e!r}", file=sys.stderr)
                         continue
-                    secs = time.perf_counter() - clock
-                    ratios = sorted(b / space.optimum for b, _ in runs)
-                    used = [u for _, u in runs]
-
-                    def q(p):
-                        return ratios[rust_round((len(ratios) - 1) * p)]
-
-                    within = sum(r <= 1.02 for r in ratios) / len(ratios)
+                    ran += 1
+                    ratios = ",".join(repr(r) for r, _, _ in runs)
+                    secs = sum(s for _, _, s in runs)
                     print(
-                        f"kerneltuner-run space={space.name} budget={budget} evaluations={n} strategy={strategy} "
-                        f"median={q(0.5):.4f} p10={q(0.1):.4f} p90={q(0.9):.4f} within_2pct={within:.2f} secs={secs:.3f}",
+                        f"kerneltuner-ratios space={space.name} budget={budget} evaluations={n} strategy={strategy} "
+                        f"secs={secs:.3f} ratios={ratios}",
                         flush=True,
                     )
+                    print(
+                        f"kerneltuner: {space.name} budget={budget} {strategy}: {len(runs)} runs, {cached} from the cache, "
+                        f"{time.perf_counter() - clock:.1f} s now ({secs:.1f} s computing all)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    used = [u for _, u, _ in runs]
                     if max(used) > n:
                         print(f"kerneltuner: {space.name} budget={budget} {strategy}: used {max(used)} > {n} evaluations", file=sys.stderr)
                     if min(used) < n:
@@ -353,15 +461,9 @@ def main():
                             file=sys.stderr,
                             flush=True,
                         )
-                    # The lowest median; on a tie, the larger share within 2 %.
-                    if best is None or (q(0.5), -within) < (best[1], -best[2]):
-                        best = (strategy, q(0.5), within)
-                if best is None:
+                if ran == 0:
                     sys.exit(f"{space.name}: no strategy ran")
-                print(
-                    f"kerneltuner space={space.name} budget={budget} best={best[0]}:{best[1]:.4f}:{best[2]:.2f}",
-                    flush=True,
-                )
+            print(f"kerneltuner: {space.name}: {time.perf_counter() - clock_space:.1f} s", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 //! The developers' bench, `shoal-bench` (a test of that package): it lists the commands that
-//! the release `shoal` does not carry (dispatch, fleet, search, hostile) with their flags, and
-//! `dispatch` prints its one line of figures in the format that scripts/bench-dispatch and
-//! BENCHMARKS.md read.
+//! the release `shoal` does not carry (dispatch, fleet, search, search-summary, hostile) with
+//! their flags, `dispatch` prints its one line of figures in the format that
+//! scripts/bench-dispatch and BENCHMARKS.md read, and `search-summary` gives from `search`'s raw
+//! ratios the same figures `search` printed (one implementation of the statistics).
 
 use std::process::{Command, Output};
 
@@ -38,7 +39,14 @@ fn the_bench_lists_its_commands_with_their_flags() {
         .collect();
     assert_eq!(
         commands,
-        ["dispatch", "fleet", "search", "hostile", "help"],
+        [
+            "dispatch",
+            "fleet",
+            "search",
+            "search-summary",
+            "hostile",
+            "help"
+        ],
         "{help}"
     );
     for (command, flags) in [
@@ -69,8 +77,10 @@ fn the_bench_lists_its_commands_with_their_flags() {
                 "--async",
                 "--in-flight",
                 "--strategy",
+                "--ratios",
             ][..],
         ),
+        ("search-summary", &["[FILES]..."][..]),
         (
             "hostile",
             &[
@@ -122,4 +132,68 @@ fn an_embedded_dispatch_prints_its_line_of_figures() {
         "{line}"
     );
     assert!(line.contains(" preload=0 "), "{line}");
+}
+
+/// `search` on two recorded spaces prints its raw ratios, its cells, best and pooled lines with
+/// intervals; `search-summary` over the raw lines alone prints the same lines again.
+#[test]
+fn the_summary_of_searchs_ratios_repeats_its_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let spaces = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/spaces");
+    let out = stdout(&run_ok(bench(dir.path()).args([
+        "search",
+        "--space",
+        spaces.join("cuda_gemm_wide-1.T4.json.gz").to_str().unwrap(),
+        "--space",
+        spaces.join("cuda_gemm_wide-2.T4.json.gz").to_str().unwrap(),
+        "--budget",
+        "10",
+        "--reps",
+        "20",
+        "--strategy",
+        "random",
+        "--strategy",
+        "genetic",
+        "--ratios",
+    ])));
+    let of = |text: &str, head: &str| -> Vec<String> {
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with(head))
+            .map(String::from)
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(of(&out, "search-ratios ").len(), 4, "{out}");
+    let best = of(&out, "search space=");
+    assert_eq!(best.len(), 2, "{out}");
+    assert!(
+        best[0].starts_with("search space=cuda_gemm_wide-1.T4.json.gz budget=10 shoal="),
+        "{out}"
+    );
+    assert!(best[0].contains(" shoal_ci="), "{out}");
+    assert_eq!(
+        of(&out, "pooled-run budget=10 spaces=2 runs=40 side=shoal ").len(),
+        2,
+        "{out}"
+    );
+    // In the order printed: on a tie, the best is the first strategy.
+    let raw: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("search-ratios "))
+        .collect();
+    std::fs::write(dir.path().join("ratios"), raw.join("\n")).unwrap();
+    let summary = stdout(&run_ok(
+        bench(dir.path()).args(["search-summary", "ratios"]),
+    ));
+    for head in [
+        "search-run ",
+        "search space=",
+        "pooled-over ",
+        "pooled-run ",
+        "pooled ",
+    ] {
+        assert_eq!(of(&summary, head), of(&out, head), "{head}: {summary}");
+    }
 }

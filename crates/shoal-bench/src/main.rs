@@ -1,5 +1,5 @@
 //! `shoal-bench`: the developers' bench, not shipped to users. It measures Shoal itself
-//! (`dispatch`, `fleet`, `search`) and attacks a running cluster the way an outsider or an
+//! (`dispatch`, `fleet`, `search`, `search-summary`) and attacks a running cluster the way an outsider or an
 //! insider would (`hostile`, which `scripts/chaos` runs); the release `shoal` has none of these
 //! commands. Scripts parse the one line each command prints, so those lines keep their format.
 //!
@@ -15,6 +15,7 @@ mod netns;
 mod overhead;
 mod preload;
 mod search;
+mod summary;
 mod warm;
 
 use std::path::PathBuf;
@@ -56,6 +57,11 @@ enum Command {
     /// What choosing costs on a synthetic space of up to 10⁷ candidates: `overhead
     /// candidates=<N> budget=<n> … per_proposal_ms=<mean> worst_call_ms=<max> …`.
     SearchOverhead(overhead::OverheadArgs),
+    /// Read the raw ratios of `search --ratios` and scripts/bench_search_kerneltuner.py
+    /// (`search-ratios …`, `kerneltuner-ratios …` lines) and print each cell's figures with 90 %
+    /// bootstrap intervals, the pooled figures, each side's best per space and budget and a
+    /// verdict: the one summariser of scripts/bench-search.
+    SearchSummary(summary::SummaryArgs),
     /// Publish what an attacker with broker access but without the signing key would send
     /// (garbage, a length bomb, forged replies and orders about real jobs) to the cluster
     /// named by the environment, and print `hostile published=<n> …`. The cluster must
@@ -98,6 +104,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Search(args) => search::search(args),
         Command::SearchWarm(args) => warm::search_warm(args),
         Command::SearchOverhead(args) => overhead::search_overhead(args),
+        Command::SearchSummary(args) => summary::search_summary(args),
         Command::Hostile(args) => hostile::hostile(args).await,
     }
 }

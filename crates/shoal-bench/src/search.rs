@@ -1,10 +1,14 @@
 //! `shoal-bench search`: Shoal's search strategies (`shoal_model::search`) on recorded spaces in
 //! the T4 format, offline: each run proposes batches (as free slots would ask), is answered
 //! with the recorded time or failure of each candidate, and stops at the budget. For each
-//! strategy, over `--reps` seeds, it prints the median best-found over the optimum with p10 and
-//! p90, the share of runs within 2 % of the optimum, and the wall time; the last line per space
-//! and budget names the best strategy (the lowest median; on a tie, the larger share within 2 %):
-//! `search space=<file> budget=<b> shoal=<strategy>:<median ratio>:<share within 2%>`.
+//! strategy, over `--reps` runs seeded by [`run_seed`], it prints the median best-found over
+//! the optimum with p10 and p90, the share of runs within 2 % of the optimum and the wall time,
+//! with 90 % bootstrap intervals of the median and share (crate::summary, which also reads
+//! KernelTuner's side for scripts/bench-search); the last line per space and budget names the
+//! best strategy (the lowest median; on a tie, the larger share within 2 %):
+//! `search space=<file> budget=<b> shoal=<strategy>:<median ratio>:<share within 2%>
+//! shoal_ci=<median lo>:<median hi>:<share lo>:<share hi>`; with more than one space, pooled
+//! lines follow. `--ratios` also prints each strategy's raw ratios (`search-ratios …`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,16 +17,19 @@ use std::time::Instant;
 use clap::Args;
 use shoal_model::search::{simulate, Budget, Search, SearchSpec, Slots, Space, STRATEGIES};
 
+use crate::summary::{fnv1a64, Runs, Side, Summary};
+
 #[derive(Debug, Args)]
 pub struct SearchArgs {
     /// A recorded space in the T4 format (`.json` or `.json.gz`); repeatable.
     #[arg(long, required = true)]
     pub space: Vec<PathBuf>,
     /// Evaluations allowed: a count, or a share of the space such as `5%`; repeatable.
-    #[arg(long, default_value = "5%")]
+    #[arg(long, default_values = ["1%", "2%"])]
     pub budget: Vec<String>,
-    /// Seeds per strategy.
-    #[arg(long, default_value_t = 10)]
+    /// Runs per strategy, space and budget, run r seeded by the seed rule (`run_seed`: FNV-1a
+    /// 64 of "<space file name>#<r>", reduced to 1..=2^31-1), as KernelTuner's side is.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub reps: u64,
     /// Candidates asked for at a time (free compile and eval slots).
     #[arg(long, default_value_t = 16)]
@@ -41,6 +48,22 @@ pub struct SearchArgs {
     /// Only this strategy (repeatable); all of them when left out.
     #[arg(long = "strategy", value_parser = clap::builder::PossibleValuesParser::new(STRATEGIES))]
     pub strategies: Vec<String>,
+    /// Also print each strategy's raw ratios, one per run in seed order (`search-ratios …`
+    /// lines, which `shoal-bench search-summary` reads with KernelTuner's).
+    #[arg(long)]
+    pub ratios: bool,
+}
+
+/// The seed of run `rep` (1, 2, …) on the space file `name` (its file name, without the
+/// directory), the same on both sides of scripts/bench-search (run_seed in
+/// scripts/bench_search_kerneltuner.py): FNV-1a 64 of the UTF-8 text `"<name>#<rep>"`, reduced
+/// to 1..=2^31-1 (1 + hash mod (2^31 - 1)) so that NumPy and KernelTuner take it. Seeds 1..N
+/// on every space drew the same configurations on every space that lists them in the same
+/// order, making pooled figures look far surer than they were (issue 38). (The Python side
+/// keys its cache of runs with this rule's name, `fnv1a64-name-rep`: a change here is a new
+/// name there.)
+pub fn run_seed(name: &str, rep: u64) -> u64 {
+    1 + fnv1a64(format!("{name}#{rep}").as_bytes()) % 0x7fff_ffff
 }
 
 /// A recorded space: the strategies' view, and each candidate's recorded time (`None`: failed).
@@ -50,6 +73,7 @@ struct Recorded {
 }
 
 pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
+    let mut cells = Vec::new();
     for path in &args.space {
         let recorded = read(path)?;
         let name = path.file_name().map_or("?".into(), |n| n.to_string_lossy());
@@ -72,7 +96,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             } else {
                 Slots::Batches(args.batch)
             };
-            let mut best: Option<(String, f64, f64)> = None;
+            let mut here = Vec::new();
             let chosen = STRATEGIES
                 .into_iter()
                 .filter(|s| args.strategies.is_empty() || args.strategies.iter().any(|c| c == s));
@@ -85,39 +109,43 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                     .in_flight()
                     .min(args.batch);
                 let clock = Instant::now();
-                let mut ratios: Vec<f64> = (1..=args.reps)
-                    .map(|seed| {
+                let ratios: Vec<f64> = (1..=args.reps)
+                    .map(|rep| {
                         let spec = SearchSpec {
-                            seed,
+                            seed: run_seed(&name, rep),
                             ..spec.clone()
                         };
-                        best_found(&recorded, &spec, slots) / optimum
+                        match best_found(&recorded, &spec, slots) {
+                            f64::MAX => f64::INFINITY,
+                            best => best / optimum,
+                        }
                     })
                     .collect();
-                let secs = clock.elapsed().as_secs_f64();
-                ratios.sort_by(f64::total_cmp);
-                let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
-                let within =
-                    ratios.iter().filter(|r| **r <= 1.02).count() as f64 / ratios.len() as f64;
-                println!(
-                    "search-run space={name} budget={budget} evaluations={n} strategy={name_s} in_flight={in_flight} median={:.4} p10={:.4} p90={:.4} within_2pct={:.2} secs={secs:.3}",
-                    q(0.5),
-                    q(0.1),
-                    q(0.9),
-                    within
-                );
-                // The lowest median; on a tie, the larger share within 2 %.
-                if best
-                    .as_ref()
-                    .is_none_or(|b| q(0.5) < b.1 || (q(0.5) == b.1 && within > b.2))
-                {
-                    best = Some((name_s.to_string(), q(0.5), within));
+                let runs = Runs {
+                    side: Side::Shoal,
+                    space: name.to_string(),
+                    budget: budget.clone(),
+                    evaluations: n,
+                    strategy: name_s.to_string(),
+                    in_flight: Some(in_flight),
+                    prior: None,
+                    secs: clock.elapsed().as_secs_f64(),
+                    ratios,
+                };
+                if args.ratios {
+                    println!("{}", runs.ratios_line());
                 }
+                println!("{}", runs.run_line());
+                here.push(runs);
             }
-            let (s, median, within) = best.expect("strategies");
-            println!("search space={name} budget={budget} shoal={s}:{median:.4}:{within:.2}");
+            Summary::new(&here).best_lines(&mut std::io::stdout().lock())?;
+            cells.extend(here);
         }
     }
+    // With more than one space, the pooled lines (none with one).
+    let summary = Summary::new(&cells);
+    summary.pooled_run_lines(&mut std::io::stdout().lock())?;
+    summary.pooled_best_lines(&mut std::io::stdout().lock())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -206,5 +234,57 @@ mod tests {
             found(&r, "random", Budget::Count(1), 5, Slots::Refilled(4)),
             r.times[first].unwrap_or(f64::MAX)
         );
+    }
+
+    /// The seed rule's documented vector, the one scripts/bench_search_kerneltuner.py gives.
+    #[test]
+    fn the_seed_of_a_run_comes_from_the_space_and_the_repetition() {
+        let seeds: Vec<u64> = (1..=3)
+            .map(|rep| run_seed("cuda_gemm_wide-1.T4.json.gz", rep))
+            .collect();
+        assert_eq!(seeds, [1842351183, 1842354024, 1842353077]);
+        // Another space, other seeds; all within 1..=2^31-1.
+        assert_ne!(run_seed("cuda_gemm_wide-2.T4.json.gz", 1), seeds[0]);
+        for rep in 1..=1000 {
+            assert!((1..=0x7fff_ffff).contains(&run_seed("x", rep)));
+        }
+    }
+
+    /// KernelTuner's side (scripts/bench_search_kerneltuner.py --seeds, which needs nothing
+    /// but Python's standard library) gives the same seeds as [`run_seed`].
+    #[test]
+    fn kerneltuners_side_gives_the_same_seeds() {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/bench_search_kerneltuner.py"
+        );
+        for name in [
+            "cuda_gemm_wide-1.T4.json.gz",
+            "convolution_A100_T4.json.gz",
+            "é #1",
+        ] {
+            let out = match std::process::Command::new("python3")
+                .args([script, "--seeds", name, "--reps", "20"])
+                .output()
+            {
+                Ok(out) => out,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    eprintln!("no python3: KernelTuner's seeds not checked");
+                    return;
+                }
+                Err(e) => panic!("python3: {e}"),
+            };
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let python: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(|s| s.parse().unwrap())
+                .collect();
+            let rust: Vec<u64> = (1..=20).map(|rep| run_seed(name, rep)).collect();
+            assert_eq!(python, rust, "{name}");
+        }
     }
 }

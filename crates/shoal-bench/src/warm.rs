@@ -4,7 +4,11 @@
 //!
 //! `warm space=<file name> budget=<b> prior=<file name> cold=<median>:<share within 2%> warm=<median>:<share within 2%>`
 //!
-//! each median being the best found over the space's optimum. A prior that names parameters
+//! `cold_ci=<median lo>:<median hi>:<share lo>:<share hi> warm_ci=…`
+//!
+//! each median being the best found over the space's optimum, each interval a 90 % bootstrap
+//! one (`shoal-bench search-summary`'s), the seeds those of `shoal-bench search` (`run_seed`:
+//! derived from the space's file name and the run). A prior that names parameters
 //! or values the space lacks maps onto fewer candidates; one that maps onto none is a warm
 //! start with nothing to start from, which is said.
 
@@ -13,6 +17,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 use shoal_model::search::{simulate_warm, Budget, Prior, SearchSpec, Slots, Space};
+
+use crate::search::run_seed;
+use crate::summary::{Runs, Side, Stats};
 
 #[derive(Debug, Args)]
 pub struct WarmArgs {
@@ -26,7 +33,7 @@ pub struct WarmArgs {
     /// Evaluations allowed: a count, or a share of the space such as `1%`; repeatable.
     #[arg(long, default_values = ["1%", "2%"])]
     pub budget: Vec<String>,
-    /// Seeds per cell, derived from the space's file name and the repetition.
+    /// Runs per cell, each seeded from the space's file name and the run (as `search`).
     #[arg(long, default_value_t = 100)]
     pub reps: u64,
     /// Candidates in flight, each freed slot refilled at once (as the Scheduler does).
@@ -111,17 +118,6 @@ impl Named {
     }
 }
 
-/// The seed of repetition `rep` on the space in `file`: FNV-1a (64 bits) of `<file>#<rep>`,
-/// reduced to 1..2^31-1, so that no two spaces draw the same seeds.
-pub fn derived_seed(file: &str, rep: u64) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("{file}#{rep}").bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h % 0x7fff_ffff + 1
-}
-
 pub fn search_warm(args: WarmArgs) -> anyhow::Result<ExitCode> {
     let mut earlier = Named::read(&args.prior)?;
     let mut prior_name = file_name(&args.prior);
@@ -146,7 +142,7 @@ pub fn search_warm(args: WarmArgs) -> anyhow::Result<ExitCode> {
             let cell = |warm: Option<&Prior>| {
                 let ratios: Vec<f64> = (1..=args.reps)
                     .map(|rep| {
-                        let spec = SearchSpec::new("forest", parsed, derived_seed(&name, rep))
+                        let spec = SearchSpec::new("forest", parsed, run_seed(&name, rep))
                             .expect("a known strategy");
                         let run = simulate_warm(
                             &spec,
@@ -155,27 +151,41 @@ pub fn search_warm(args: WarmArgs) -> anyhow::Result<ExitCode> {
                             Slots::Refilled(args.batch),
                             |c| target.times[c],
                         );
-                        run.best.unwrap_or(f64::MAX) / optimum
+                        run.best.unwrap_or(f64::INFINITY) / optimum
                     })
                     .collect();
-                summary(ratios)
+                Runs {
+                    side: Side::Shoal,
+                    space: name.clone(),
+                    budget: budget.clone(),
+                    evaluations: parsed.evaluations(target.times.len()),
+                    strategy: "forest".into(),
+                    in_flight: None,
+                    prior: warm.map(|_| prior_name.clone()),
+                    secs: 0.0,
+                    ratios,
+                }
+                .stats()
             };
             let (cold, warm) = (cell(None), cell(Some(&prior)));
+            let ci = |s: &Stats| {
+                format!(
+                    "{:.4}:{:.4}:{:.2}:{:.2}",
+                    s.median_ci.0, s.median_ci.1, s.within_ci.0, s.within_ci.1
+                )
+            };
             println!(
-                "warm space={name} budget={budget} prior={prior_name} cold={:.4}:{:.2} warm={:.4}:{:.2}",
-                cold.0, cold.1, warm.0, warm.1
+                "warm space={name} budget={budget} prior={prior_name} cold={:.4}:{:.2} warm={:.4}:{:.2} cold_ci={} warm_ci={}",
+                cold.median,
+                cold.within,
+                warm.median,
+                warm.within,
+                ci(&cold),
+                ci(&warm)
             );
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The median ratio and the share within 2 % of the optimum.
-fn summary(mut ratios: Vec<f64>) -> (f64, f64) {
-    ratios.sort_by(f64::total_cmp);
-    let median = ratios[((ratios.len() - 1) as f64 * 0.5).round() as usize];
-    let within = ratios.iter().filter(|r| **r <= 1.02).count() as f64 / ratios.len() as f64;
-    (median, within)
 }
 
 fn file_name(path: &Path) -> String {
