@@ -19,8 +19,18 @@ pub(super) const POOL: usize = 2_048;
 /// Candidates two parameters from the best in a pool, at most (drawn at random when more).
 const NEAR: usize = 2_048;
 
-/// Each candidate's position, by its value indexes.
-pub(super) type Index = HashMap<Vec<u16>, usize>;
+/// Each candidate's position, by its value indexes read as one number in mixed radix (each
+/// parameter a digit): no allocation per candidate, so a space of 10⁶ is indexed in tens of
+/// milliseconds. `None` for a space whose sizes multiply past 2⁶⁴, where the pool is random
+/// draws alone.
+pub(super) type Index = Option<HashMap<u64, usize>>;
+
+/// `values` as one number in the mixed radix of `sizes`; `None` past 2⁶⁴.
+fn code(values: &[u16], sizes: &[usize]) -> Option<u64> {
+    values.iter().zip(sizes).try_fold(0u64, |acc, (v, s)| {
+        acc.checked_mul(*s as u64)?.checked_add(u64::from(*v))
+    })
+}
 
 impl Forest {
     /// The open candidates to score for a batch (see the module's documentation), each once.
@@ -53,25 +63,33 @@ impl Forest {
 
     /// The candidates one parameter from `of`, then up to [`NEAR`] two parameters from it.
     fn neighbours(&mut self, of: usize) -> Vec<usize> {
+        let sizes = &self.sizes[..self.params];
         if self.index.is_none() {
-            let index = (0..self.proposed.len())
-                .map(|c| (self.values(c).to_vec(), c))
-                .collect();
+            let fits = sizes
+                .iter()
+                .try_fold(1u64, |acc, s| acc.checked_mul(*s as u64))
+                .is_some();
+            let index = fits.then(|| {
+                (0..self.proposed.len())
+                    .filter_map(|c| Some((code(self.values(c), sizes)?, c)))
+                    .collect()
+            });
             self.index = Some(index);
         }
-        let index = self.index.as_ref().expect("built above");
+        let Some(Some(index)) = self.index.as_ref() else {
+            return Vec::new();
+        };
         let x = self.values(of).to_vec();
-        let sizes = &self.sizes[..self.params];
         let (mut one, mut two): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
         let mut y = x.clone();
         for p in 0..sizes.len() {
             for v in (0..sizes[p] as u16).filter(|v| *v != x[p]) {
                 y[p] = v;
-                one.extend(index.get(&y));
+                one.extend(code(&y, sizes).and_then(|k| index.get(&k)));
                 for q in p + 1..sizes.len() {
                     for w in (0..sizes[q] as u16).filter(|w| *w != x[q]) {
                         y[q] = w;
-                        two.extend(index.get(&y));
+                        two.extend(code(&y, sizes).and_then(|k| index.get(&k)));
                     }
                     y[q] = x[q];
                 }
