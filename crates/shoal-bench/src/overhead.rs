@@ -1,7 +1,7 @@
 //! `shoal-bench search-overhead`: what choosing costs on a large space. A synthetic space of
 //! `--candidates` (default 10⁶) is searched by the forest with 16 slots refilled as the
 //! Scheduler refills them; each `propose` is timed. The space is either a recorded one grown
-//! (`--from FILE`: its candidates times extra parameters of six values, each a smooth factor
+//! (`--from FILE`: its candidates times extra parameters of up to six values, each a smooth factor
 //! on the recorded time with its best at one value, until there are enough), or a known
 //! function (six parameters of ten values, smooth, with interactions between pairs and a
 //! deterministic ripple). One line per budget:
@@ -39,34 +39,44 @@ pub struct OverheadArgs {
     pub from: Option<PathBuf>,
 }
 
-/// `recorded` with extra parameters of six values until it has at least `candidates`: each
+/// `recorded` with extra parameters of up to six values until it has at least `candidates`: each
 /// extra parameter multiplies a candidate's time by a factor that is 1 at its best value and
 /// grows smoothly away from it, differently for each parameter.
 fn grown(recorded: &crate::warm::Named, candidates: u64) -> (Space, Vec<f64>) {
     let base = recorded.space.candidates.len().max(1);
-    let mut extra = 0u32;
-    while (base as u64) * 6u64.pow(extra) < candidates {
-        extra += 1;
+    // Parameters of six values, the last one as wide as it takes to reach `candidates`.
+    let mut sizes: Vec<usize> = Vec::new();
+    while (base * sizes.iter().product::<usize>()) < candidates as usize {
+        let so_far = base * sizes.iter().product::<usize>();
+        sizes.push((candidates as usize).div_ceil(so_far).clamp(2, 6));
     }
-    let combos = 6usize.pow(extra);
+    let combos: usize = sizes.iter().product();
     let mut space = Space {
         sizes: recorded
             .space
             .sizes
             .iter()
             .copied()
-            .chain((0..extra).map(|_| 6))
+            .chain(sizes.iter().copied())
             .collect(),
         candidates: Vec::with_capacity(base * combos),
     };
     let mut times = Vec::with_capacity(base * combos);
     for k in 0..combos {
-        let values: Vec<u16> = (0..extra).map(|e| (k / 6usize.pow(e) % 6) as u16).collect();
+        let mut rest = k;
+        let values: Vec<u16> = sizes
+            .iter()
+            .map(|s| {
+                let v = (rest % s) as u16;
+                rest /= s;
+                v
+            })
+            .collect();
         let factor: f64 = values
             .iter()
             .enumerate()
             .map(|(e, v)| {
-                let best = ((e * 5 + 2) % 6) as f64;
+                let best = ((e * 5 + 2) % sizes[e]) as f64;
                 1.0 + 0.04 * (e + 1) as f64 * (f64::from(*v) - best).abs()
             })
             .product();

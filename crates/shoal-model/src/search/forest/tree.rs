@@ -5,6 +5,10 @@ use super::super::Rng;
 
 /// A node with fewer measurements than this is a leaf.
 const MIN_SPLIT: usize = 4;
+/// Rows a tree is grown on, at most: its bootstrap sample is this many draws once more are
+/// measured, so that a fit, done for every pick, costs the same at any budget. Budgets under
+/// it (every budget of a few percent of a space of 10⁴) are not changed by it.
+const MAX_SAMPLE: usize = 1_024;
 
 /// A regression tree over value indexes: a node splits on `x[feature] <= threshold`.
 pub(super) struct Tree {
@@ -57,7 +61,7 @@ impl Tree {
     /// varies (see [`best_split`]).
     pub(super) fn fit(training: &mut Training<'_>, rng: &mut Rng) -> Tree {
         let n = training.ys.len();
-        let mut sample: Vec<usize> = (0..n).map(|_| rng.below(n)).collect();
+        let mut sample: Vec<usize> = (0..n.min(MAX_SAMPLE)).map(|_| rng.below(n)).collect();
         let mut tree = Tree {
             nodes: Vec::with_capacity(n / 2 + 1),
         };
