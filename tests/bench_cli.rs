@@ -43,6 +43,8 @@ fn the_bench_lists_its_commands_with_their_flags() {
             "dispatch",
             "fleet",
             "search",
+            "search-warm",
+            "search-overhead",
             "search-summary",
             "hostile",
             "help"
@@ -79,6 +81,21 @@ fn the_bench_lists_its_commands_with_their_flags() {
                 "--strategy",
                 "--ratios",
             ][..],
+        ),
+        (
+            "search-warm",
+            &[
+                "--space",
+                "--prior",
+                "--budget",
+                "--reps",
+                "--batch",
+                "--inverted",
+            ][..],
+        ),
+        (
+            "search-overhead",
+            &["--candidates", "--budget", "--seed", "--slots", "--from"][..],
         ),
         ("search-summary", &["[FILES]..."][..]),
         (
@@ -196,4 +213,65 @@ fn the_summary_of_searchs_ratios_repeats_its_figures() {
     ] {
         assert_eq!(of(&summary, head), of(&out, head), "{head}: {summary}");
     }
+}
+
+/// A warm start from the recording itself (a perfect prior) finds the optimum in every run,
+/// and the line has the words, in the order, that scripts/bench-search prints last.
+#[test]
+fn a_warm_search_from_a_perfect_prior_finds_the_optimum() {
+    let dir = tempfile::tempdir().unwrap();
+    // 10 × 10 configurations, time 1 + (A-7)² + (B-3)² ms: the optimum is A=7, B=3.
+    let results: Vec<String> = (0..10)
+        .flat_map(|a| (0..10).map(move |b| (a, b)))
+        .map(|(a, b)| {
+            let t = 1 + (a - 7) * (a - 7) + (b - 3) * (b - 3);
+            format!(
+                r#"{{"configuration":{{"A":{a},"B":{b}}},"invalidity":"correct","times":{{"runtimes":[{t}.0]}},"measurements":[{{"name":"time","value":{t}.0,"unit":"ms"}}],"objectives":["time"]}}"#
+            )
+        })
+        .collect();
+    std::fs::write(
+        dir.path().join("space.json"),
+        format!(
+            r#"{{"schema_version":"1.0.0","metadata":{{"timeunit":"milliseconds"}},"results":[{}]}}"#,
+            results.join(",")
+        ),
+    )
+    .unwrap();
+    let out = run_ok(bench(dir.path()).args([
+        "search-warm",
+        "--space",
+        "space.json",
+        "--prior",
+        "space.json",
+        "--budget",
+        "6",
+        "--reps",
+        "20",
+    ]));
+    let text = stdout(&out);
+    let line = text.lines().last().unwrap_or_default();
+    assert!(
+        line.starts_with("warm space=space.json budget=6 prior=space.json cold="),
+        "{text}"
+    );
+    assert!(line.contains(" warm=1.0000:1.00 "), "{text}");
+}
+
+/// The overhead bench on a small synthetic space prints its line, every proposal counted.
+#[test]
+fn the_overhead_bench_counts_every_proposal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_ok(bench(dir.path()).args([
+        "search-overhead",
+        "--candidates",
+        "1000",
+        "--budget",
+        "50",
+    ]));
+    let text = stdout(&out);
+    assert!(
+        text.contains("overhead candidates=1000 budget=50 proposals=50 per_proposal_ms="),
+        "{text}"
+    );
 }
