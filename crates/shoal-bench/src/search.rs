@@ -156,32 +156,13 @@ fn best_found(recorded: &Recorded, spec: &SearchSpec, slots: Slots) -> f64 {
         .unwrap_or(f64::MAX)
 }
 
-/// A T4 space as the strategies see it: each parameter's values (numbers in numeric order, as
-/// the replay backend orders them), every configuration a candidate, with its recorded time
-/// (`None`: failed).
+/// A T4 space as the strategies see it (the one reader of `shoal-bench`'s search commands,
+/// [`Named::read`](crate::warm::Named::read)).
 fn read(path: &Path) -> anyhow::Result<Recorded> {
-    let t4 = shoal_backend::replay::t4::read(path).map_err(anyhow::Error::msg)?;
-    let space = shoal_backend::replay::ReplaySpace::new(t4)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let values = &space.values;
-    let candidates = space
-        .entries()
-        .iter()
-        .map(|e| {
-            e.values
-                .iter()
-                .zip(values)
-                .map(|(v, vs)| vs.iter().position(|x| x == v).unwrap_or(0) as u16)
-                .collect()
-        })
-        .collect();
-    let times: Vec<Option<f64>> = space.entries().iter().map(|e| e.time_ms).collect();
+    let named = crate::warm::Named::read(path)?;
     Ok(Recorded {
-        space: Space {
-            sizes: values.iter().map(Vec::len).collect(),
-            candidates,
-        },
-        times,
+        space: named.space,
+        times: named.times,
     })
 }
 

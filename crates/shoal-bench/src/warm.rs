@@ -45,7 +45,9 @@ pub struct WarmArgs {
     pub inverted: bool,
 }
 
-/// A recorded space with its parameters' names and values, as `shoal-bench search` reads it.
+/// A recorded space with its parameters' names and values: each parameter's values in the replay
+/// backend's order (numbers in numeric order), every configuration a candidate, with its recorded
+/// time (`None`: failed). `search`, `search-warm` and `search-overhead --from` all read spaces so.
 pub struct Named {
     pub names: Vec<String>,
     pub values: Vec<Vec<String>>,
