@@ -234,18 +234,8 @@ impl<S: Service> Actor for Served<S> {
             ctx.stop();
             return;
         }
-        match self.pace.backoff(&self.stop) {
-            None => self.begin(ctx),
-            Some(wait) => {
-                ctx.spawn(wait.into_actor(self).map(|passed, act, ctx| {
-                    if passed {
-                        act.begin(ctx)
-                    } else {
-                        act.finish(ctx)
-                    }
-                }));
-            }
-        }
+        let wait = self.pace.backoff(&self.stop);
+        crate::supervise::begin_after(wait, self, ctx, Self::begin, Self::finish);
     }
 }
 

@@ -10,7 +10,36 @@
 use std::future::Future;
 use std::time::Duration;
 
+use actix::{Actor, ActorFutureExt, AsyncContext, Context, WrapFuture};
+
 use crate::shutdown::{GiveUp, Signal};
+
+/// Begins an actor's run: at once when `wait` is `None` (a first start), else once the backoff
+/// of the failure before has passed ([`RestartPace::backoff`]), or, if the stop signal comes
+/// first, `finish`es it. What every supervised actor's `started` does once it knows it has not
+/// stopped for good.
+pub fn begin_after<A>(
+    wait: Option<impl Future<Output = bool> + 'static>,
+    act: &mut A,
+    ctx: &mut Context<A>,
+    begin: fn(&mut A, &mut Context<A>),
+    finish: fn(&mut A, &mut Context<A>),
+) where
+    A: Actor<Context = Context<A>>,
+{
+    match wait {
+        None => begin(act, ctx),
+        Some(wait) => {
+            ctx.spawn(wait.into_actor(act).map(move |passed, act, ctx| {
+                if passed {
+                    begin(act, ctx)
+                } else {
+                    finish(act, ctx)
+                }
+            }));
+        }
+    }
+}
 
 /// Backoff between restarts: 100 ms doubling up to 5 s (a loop that failed because the broker or
 /// the store was restarting is back within seconds of it, not half a minute); reset after a loop ran for a minute.
