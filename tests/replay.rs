@@ -109,18 +109,7 @@ fn a_searched_replay_tries_exactly_its_budget() {
 
 /// The best time a session measured, and how many it tried.
 fn best_of(db: &Path, session: i64) -> (f64, usize) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let results = rt.block_on(async {
-        use shoal_store::Store;
-        let store = shoal_store::SqliteStore::open(db).unwrap();
-        store
-            .final_results(shoal_model::SessionId(session))
-            .await
-            .unwrap()
-    });
+    let results = common::final_results_of(db, Some(shoal_model::SessionId(session)));
     let tried = results
         .iter()
         .filter(|r| matches!(r.state, JobState::Evaluated | JobState::Errored))

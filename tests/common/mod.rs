@@ -113,18 +113,26 @@ pub fn run_ok(cmd: &mut Command) -> Output {
 
 /// The final results of the only session in a store file.
 pub fn final_results(db: &Path) -> Vec<FinalResult> {
+    final_results_of(db, None)
+}
+
+/// The final results of `session` in a store file; `None`: of its only session.
+pub fn final_results_of(db: &Path, session: Option<SessionId>) -> Vec<FinalResult> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
         let store = SqliteStore::open(db).unwrap();
-        let sessions = store.sessions().await.unwrap();
-        assert_eq!(sessions.len(), 1, "one session expected");
-        store
-            .final_results(SessionId(sessions[0].id.0))
-            .await
-            .unwrap()
+        let session = match session {
+            Some(s) => s,
+            None => {
+                let sessions = store.sessions().await.unwrap();
+                assert_eq!(sessions.len(), 1, "one session expected");
+                SessionId(sessions[0].id.0)
+            }
+        };
+        store.final_results(session).await.unwrap()
     })
 }
 

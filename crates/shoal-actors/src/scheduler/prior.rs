@@ -19,8 +19,15 @@ use crate::ActorError;
 
 /// Earlier results, as read.
 pub(super) enum Earlier {
-    /// A session's final results.
-    Session(Vec<FinalResult>),
+    /// A session's final results, grouped and ranked once when read (a session of many shapes
+    /// is mapped onto each of them).
+    Session {
+        rows: Vec<FinalResult>,
+        /// Per shape (its parameters' key), its rows that ended, with their outcome.
+        by_shape: HashMap<String, Vec<(usize, Option<f64>)>>,
+        /// Each candidate once, with its standing over the shapes ([`standings`]).
+        standings: Vec<(usize, Option<f64>)>,
+    },
     /// A recorded space: its parameters' names, and each configuration's values (in the
     /// names' order) and time (`None`: failed).
     Recorded {
@@ -44,7 +51,7 @@ impl Inner {
                     tracing::warn!(prior = %source, "the prior session has no results: a cold start");
                     return Ok(None);
                 }
-                Ok(Some(Earlier::Session(rows)))
+                Ok(Some(Earlier::session(rows)))
             }
             PriorSource::File(path) => {
                 let path = spec.dir.join(path);
@@ -79,6 +86,24 @@ impl Inner {
 }
 
 impl Earlier {
+    fn session(rows: Vec<FinalResult>) -> Earlier {
+        let mut by_shape: HashMap<String, Vec<(usize, Option<f64>)>> = HashMap::new();
+        for (i, r) in rows.iter().enumerate() {
+            if let Some(outcome) = outcome_of(r) {
+                by_shape
+                    .entry(r.config_params.key())
+                    .or_default()
+                    .push((i, outcome));
+            }
+        }
+        let standings = standings(&rows, &by_shape);
+        Earlier::Session {
+            rows,
+            by_shape,
+            standings,
+        }
+    }
+
     /// What the earlier results say of the candidates of `space`, the space of `shape` under
     /// `spec`: a recorded space's configurations as they are; a session's results for the same
     /// shape when it has them, else each candidate's standing among its shape's results (a
@@ -110,7 +135,11 @@ impl Earlier {
                     }),
                 )
             }
-            Earlier::Session(rows) => {
+            Earlier::Session {
+                rows,
+                by_shape,
+                standings,
+            } => {
                 let of_row = |r: &FinalResult| {
                     vector(&|n| {
                         r.compile_params
@@ -119,50 +148,40 @@ impl Earlier {
                             .map(str::to_string)
                     })
                 };
-                let same: Vec<&FinalResult> =
-                    rows.iter().filter(|r| r.config_params == *shape).collect();
-                if same.iter().any(|r| outcome_of(r).is_some()) {
-                    return Prior::from_values(
-                        space,
-                        same.iter()
-                            .filter_map(|r| Some((of_row(r)?, outcome_of(r)?))),
-                    );
-                }
+                let earlier = by_shape.get(&shape.key()).unwrap_or(standings);
                 Prior::from_values(
                     space,
-                    standings(rows)
-                        .into_iter()
-                        .filter_map(|(r, t)| Some((of_row(r)?, t))),
+                    earlier
+                        .iter()
+                        .filter_map(|(i, t)| Some((of_row(&rows[*i])?, *t))),
                 )
             }
         }
     }
 }
 
-/// Each measured candidate of `rows` once, with its quantile among its shape's valid times
-/// averaged over the shapes that timed it (plus one, so that it reads as a positive time), or
-/// `None` when every shape that tried it saw it fail.
-fn standings(rows: &[FinalResult]) -> Vec<(&FinalResult, Option<f64>)> {
-    let mut by_shape: HashMap<_, Vec<(&FinalResult, Option<f64>)>> = HashMap::new();
-    for r in rows {
-        if let Some(outcome) = outcome_of(r) {
-            by_shape.entry(r.config).or_default().push((r, outcome));
-        }
-    }
+/// Each measured candidate of `rows` once (a row of it), with its quantile among its shape's
+/// valid times averaged over the shapes that timed it (plus one, so that it reads as a positive
+/// time), or `None` when every shape that tried it saw it fail.
+fn standings(
+    rows: &[FinalResult],
+    by_shape: &HashMap<String, Vec<(usize, Option<f64>)>>,
+) -> Vec<(usize, Option<f64>)> {
     // candidate key -> (a row of it, sum of quantiles, shapes that timed it)
-    let mut by_candidate: HashMap<String, (&FinalResult, f64, usize)> = HashMap::new();
-    let mut shapes: Vec<_> = by_shape.into_iter().collect();
-    shapes.sort_by_key(|(config, _)| *config);
+    let mut by_candidate: HashMap<String, (usize, f64, usize)> = HashMap::new();
+    let mut shapes: Vec<_> = by_shape.iter().collect();
+    shapes.sort_by(|a, b| a.0.cmp(b.0));
     for (_, measured) in shapes {
         let mut times: Vec<f64> = measured.iter().filter_map(|(_, t)| *t).collect();
         times.sort_by(f64::total_cmp);
         let n = times.len().max(1) as f64;
-        for (r, t) in measured {
+        for (i, t) in measured {
+            let r = &rows[*i];
             let entry = by_candidate
                 .entry(candidate_key(&r.compile_params, &r.run_params))
-                .or_insert((r, 0.0, 0));
+                .or_insert((*i, 0.0, 0));
             if let Some(t) = t {
-                let rank = times.partition_point(|x| *x < t) as f64;
+                let rank = times.partition_point(|x| x < t) as f64;
                 entry.1 += rank / n;
                 entry.2 += 1;
             }
@@ -170,8 +189,8 @@ fn standings(rows: &[FinalResult]) -> Vec<(&FinalResult, Option<f64>)> {
     }
     let mut out: Vec<_> = by_candidate
         .into_values()
-        .map(|(r, sum, timed)| (r, (timed > 0).then(|| 1.0 + sum / timed as f64)))
+        .map(|(i, sum, timed)| (i, (timed > 0).then(|| 1.0 + sum / timed as f64)))
         .collect();
-    out.sort_by_key(|(r, _)| r.job);
+    out.sort_unstable_by_key(|(i, _)| *i);
     out
 }

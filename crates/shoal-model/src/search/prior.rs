@@ -15,7 +15,6 @@
 //! Only the order of the earlier times matters (quantiles), not their scale: another device's
 //! microseconds mean nothing here, its ranking might.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -104,16 +103,11 @@ impl Prior {
         space: &Space,
         earlier: impl IntoIterator<Item = (Vec<u16>, Option<f64>)>,
     ) -> Prior {
-        let index: HashMap<&[u16], usize> = space
-            .candidates
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.as_slice(), i))
-            .collect();
+        let index = space.index();
         Prior::new(
             earlier
                 .into_iter()
-                .filter_map(|(v, t)| index.get(v.as_slice()).map(|c| (*c, t))),
+                .filter_map(|(v, t)| index.get(&v).map(|c| (*c, t))),
         )
     }
 
