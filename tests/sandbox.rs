@@ -284,3 +284,66 @@ fn empty_path(dir: &Path) -> PathBuf {
     std::os::unix::fs::symlink("/bin/bash", p.join("bash")).unwrap();
     p
 }
+
+/// A spec under `/tmp` whose source is a link to a checkout elsewhere (as
+/// `scripts/bench-gpu-scaling` lays out the example) still gets a private, writable `/tmp` in
+/// its build and its run, where compilers write their temporary files, and sees nothing of the
+/// host's `/tmp`. The spec's tree was once taken as the common ancestor of the links' targets,
+/// `/`, and showing `/` made the host's `/tmp` the step's, read-only: every `nvcc` failed.
+#[test]
+fn a_spec_linked_from_elsewhere_keeps_a_private_writable_tmp() {
+    let checkout = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let kernel = checkout.path().join("kernel.sh");
+    std::fs::write(
+        &kernel,
+        r#"#!/bin/bash
+# Writes a temporary file as a compiler would, and looks for the host's /tmp.
+step=$1
+file=$2
+host_tmp_mark=$3
+scratch=$(mktemp /tmp/tmpxft_XXXXXX) || { echo "cannot write /tmp in $step" >&2; exit 4; }
+rm -f "$scratch"
+if [ -e "$host_tmp_mark" ]; then echo "the host's /tmp is visible in $step" >&2; exit 5; fi
+if [ "$step" = build ]; then echo ok >"$file"; exit 0; fi
+echo "time_us=1 verdict=PASS"
+"#,
+    )
+    .unwrap();
+    let host_tmp = tempfile::tempdir().unwrap();
+    let mark = host_tmp.path().join("mark");
+    std::fs::write(&mark, "host").unwrap();
+    let bench = tempfile::tempdir().unwrap();
+    let spec_dir = bench.path().join("space/k");
+    std::fs::create_dir_all(&spec_dir).unwrap();
+    std::os::unix::fs::symlink(&kernel, spec_dir.join("kernel.sh")).unwrap();
+    let spec = SPEC
+        .replace(r#"name = "probe""#, r#"name = "linked""#)
+        .replace(
+            "probe.sh build {out}",
+            &format!("kernel.sh build {{out}} {}", mark.display()),
+        )
+        .replace(
+            "probe.sh run {artifact}",
+            &format!("kernel.sh run {{artifact}} {}", mark.display()),
+        )
+        .replace("probe.sh", "kernel.sh");
+    std::fs::write(spec_dir.join("spec.toml"), spec).unwrap();
+    let db = bench.path().join("t.db");
+    // Bounded: a build that cannot write `/tmp` reads as a worker whose disk is full, which
+    // waits for the disk rather than failing the candidate.
+    let mut child = common::shoal(&spec_dir)
+        .args(["--sandbox", "on", "tune", "spec.toml", "--out", "out"])
+        .arg("--db")
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_bounded(&mut child, Duration::from_secs(120));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let results = common::final_results(&db);
+    assert_eq!(results.len(), 2);
+    assert_eq!(leaks(&results), Vec::<String>::new());
+}

@@ -204,9 +204,35 @@ impl Sandbox {
         let mut needed: Vec<(&Path, bool)> = vec![(cwd, false)];
         needed.extend(readable.iter().map(|p| (p.as_path(), false)));
         needed.extend(writable.iter().map(|p| (p.as_path(), true)));
-        for (p, rw) in needed {
-            let how = if rw { s("--bind") } else { s("--ro-bind") };
-            push(&[how, p.as_os_str(), p.as_os_str()]);
+        fn bind(p: &Path, rw: bool) -> [&std::ffi::OsStr; 3] {
+            let how = if rw { "--bind" } else { "--ro-bind" };
+            [how.as_ref(), p.as_os_str(), p.as_os_str()]
+        }
+        for &(p, rw) in &needed {
+            // `/` is bound read-only already; binding it again would only uncover the
+            // private directories.
+            if !(p == Path::new("/") && !rw) {
+                push(&bind(p, rw));
+            }
+        }
+        // A needed directory above a private one (`/var` above `/var/tmp`) shows the host's
+        // copy of it: cover that again, and bind back what the step needs inside it.
+        for d in PRIVATE_DIRS.map(Path::new) {
+            let above = |p: &Path| d.starts_with(p) && p != d && p != Path::new("/");
+            if !needed.iter().any(|&(p, _)| above(p)) {
+                continue;
+            }
+            push(&[s("--tmpfs"), d.as_os_str()]);
+            for keep in RUN_KEEP
+                .map(Path::new)
+                .into_iter()
+                .filter(|k| k.starts_with(d))
+            {
+                push(&[s("--ro-bind-try"), keep.as_os_str(), keep.as_os_str()]);
+            }
+            for &(p, rw) in needed.iter().filter(|(p, _)| p.starts_with(d)) {
+                push(&bind(p, rw));
+            }
         }
         for p in &self.hidden {
             // A secret in a private directory is gone already, unless a needed one shows it.
@@ -346,6 +372,41 @@ mod tests {
         assert!(!w.contains(&missing.display().to_string()), "{w}");
         // The command is last, after `--`, untouched.
         assert_eq!(&a[a.len() - 4..], ["--", "cc", "-o", "x"]);
+    }
+
+    /// A step shown a directory above a private one keeps the private one private: `/` is not
+    /// bound again (which would show the host's `/tmp` and `/run`), and a needed `/var` is
+    /// followed by a fresh `/var/tmp` with what the step needs inside it bound back.
+    #[test]
+    fn a_needed_directory_above_a_private_one_does_not_uncover_it() {
+        let sb = Sandbox::new("/usr/bin/bwrap".into(), vec![], vec![]);
+        let a = sb.argv(
+            &["cc".into()],
+            Path::new("/tmp/w/spec"),
+            &["/".into(), "/var".into(), "/var/tmp/w/lib".into()],
+            &["/tmp/w/out".into()],
+        );
+        let w = words(&a);
+        assert_eq!(w.matches("--ro-bind / /").count(), 1, "{w}");
+        let last = |needle: &str| w.rfind(needle).unwrap_or_else(|| panic!("{needle}: {w}"));
+        assert!(
+            last("--tmpfs /tmp") < last("--ro-bind /tmp/w/spec /tmp/w/spec"),
+            "{w}"
+        );
+        assert!(
+            last("--tmpfs /tmp") < last("--bind /tmp/w/out /tmp/w/out"),
+            "{w}"
+        );
+        assert!(
+            last("--ro-bind /var /var") < last("--tmpfs /var/tmp"),
+            "{w}"
+        );
+        assert!(
+            last("--tmpfs /var/tmp") < last("--ro-bind /var/tmp/w/lib /var/tmp/w/lib"),
+            "{w}"
+        );
+        // /run is below nothing needed: covered once, at the start.
+        assert_eq!(w.matches("--tmpfs /run").count(), 1, "{w}");
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub async fn build(
         .env
         .push(("SHOAL_OUT".into(), out.display().to_string()));
     child.output_limit = OUTPUT_LIMIT;
-    child.readable.push(spec.tree_root());
+    child.readable.extend(spec.tree_roots());
     child.writable.push(tmp.path().to_path_buf());
     tracing::debug!(spec = %spec.name, compile = %compile, ?argv, "build");
 
@@ -243,7 +243,7 @@ pub async fn evaluate(
     child.env.extend(crate::context::device_env(gpu_index));
     child.cpu = cpu;
     child.output_limit = OUTPUT_LIMIT;
-    child.readable.push(spec.tree_root());
+    child.readable.extend(spec.tree_roots());
     child
         .readable
         .extend(artifact.parent().map(Path::to_path_buf));

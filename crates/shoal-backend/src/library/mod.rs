@@ -75,7 +75,9 @@ impl Runner {
     ) -> std::io::Result<Runner> {
         // In the sandbox it sees its spec's tree and the worker's work directory (the artifact
         // cache is beside the slot's directory), and writes nowhere but a private /tmp.
-        let readable: Vec<std::path::PathBuf> = std::iter::once(spec.tree_root())
+        let readable: Vec<std::path::PathBuf> = spec
+            .tree_roots()
+            .into_iter()
             .chain(ctx.work_dir.parent().map(Path::to_path_buf))
             .collect();
         let argv = process::confined_argv(program, &spec.dir, &readable, &[])?;

@@ -117,16 +117,25 @@ impl super::TuningSpec {
         files
     }
 
-    /// The deepest directory holding the spec and every file it names by a relative path
-    /// (`../../include/k.h` included): what its build and run commands are shown in the
-    /// sandbox, which hides the rest of `/tmp` (`crate::sandbox`).
-    pub fn tree_root(&self) -> PathBuf {
+    /// What the spec's build and run commands are shown, read-only, in the sandbox (which
+    /// hides the rest of `/tmp`: `crate::sandbox`): the deepest directory holding the spec and
+    /// every file it names by a relative path as written (`../../include/k.h` included, its
+    /// `..` taken lexically from the spec's real directory), and, for each named file that is
+    /// a link out of that tree, the file it links to.
+    ///
+    /// Not the deepest directory holding the links' targets: a spec under `/tmp` whose
+    /// sources link to a checkout elsewhere would make that `/`, and a step shown `/` would
+    /// see the host's `/tmp`, read-only, instead of its own (where `nvcc` writes its
+    /// temporary files: every build failed so).
+    pub fn tree_roots(&self) -> Vec<PathBuf> {
         let dir = std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
+        let files: Vec<PathBuf> = self
+            .named_files()
+            .iter()
+            .map(|f| lexically_normal(&dir.join(f)))
+            .collect();
         let mut root = dir.clone();
-        for file in self.named_files() {
-            let Ok(file) = std::fs::canonicalize(self.dir.join(&file)) else {
-                continue;
-            };
+        for file in &files {
             while !file.starts_with(&root) {
                 match root.parent() {
                     Some(up) => root = up.to_path_buf(),
@@ -134,8 +143,34 @@ impl super::TuningSpec {
                 }
             }
         }
-        root
+        let mut roots = vec![root.clone()];
+        roots.extend(
+            files
+                .iter()
+                .filter_map(|f| std::fs::canonicalize(f).ok())
+                .filter(|real| !real.starts_with(&root)),
+        );
+        roots.sort();
+        roots.dedup();
+        roots
     }
+}
+
+/// `path` with its `.` and `..` components taken away lexically (a `..` drops the component
+/// before it), without looking at the file system.
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -572,3 +572,44 @@ fn a_search_may_say_how_many_of_a_shapes_candidates_are_out_at_once() {
     let e = err_of(&format!("{text}in_flight = -2\n"));
     assert!(e.contains("search.in_flight"), "{e}");
 }
+
+/// What a spec's commands are shown: the tree holding the spec and what it names as written,
+/// and, where a named file links out of that tree, the file it links to; never the common
+/// ancestor of the links' targets (which was `/` for a spec under `/tmp` whose sources link to
+/// a checkout, and showed the host's `/tmp` in place of the sandbox's own).
+#[test]
+fn a_spec_is_shown_its_tree_and_the_files_its_links_point_to() {
+    let checkout = tempfile::tempdir().unwrap();
+    std::fs::create_dir(checkout.path().join("include")).unwrap();
+    std::fs::write(checkout.path().join("include/k.h"), "#define K 1\n").unwrap();
+    std::fs::write(checkout.path().join("gemm.c"), "int main(){}").unwrap();
+    let bench = tempfile::tempdir().unwrap();
+    let spec_dir = bench.path().join("space/gemm");
+    std::fs::create_dir_all(&spec_dir).unwrap();
+    std::os::unix::fs::symlink(
+        checkout.path().join("include"),
+        bench.path().join("include"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(checkout.path().join("gemm.c"), spec_dir.join("gemm.c")).unwrap();
+    std::fs::write(spec_dir.join("shapes.csv"), CSV).unwrap();
+    let text = BASE.replace(
+        r#"sources = ["gemm.c"]"#,
+        r#"sources = ["gemm.c", "../../include/k.h"]"#,
+    );
+    std::fs::write(spec_dir.join("spec.toml"), text).unwrap();
+    let spec = load(&spec_dir.join("spec.toml")).unwrap();
+
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap();
+    let mut expected = vec![
+        real(bench.path()),
+        real(&checkout.path().join("gemm.c")),
+        real(&checkout.path().join("include/k.h")),
+    ];
+    expected.sort();
+    assert_eq!(spec.tree_roots(), expected);
+
+    // Without links the tree alone is shown.
+    let (dir, plain) = load_with(BASE, &[]);
+    assert_eq!(plain.unwrap().tree_roots(), vec![real(dir.path())]);
+}
