@@ -194,3 +194,109 @@ fn standings(
     out.sort_unstable_by_key(|(i, _)| *i);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use shoal_model::{ConfigId, JobId, JobState, Measurement, Outcome, Step};
+
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> Params {
+        Params(
+            pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    /// A final result of candidate `A = a` on shape `N = n`: timed in `time_us`, or failed.
+    fn row(job: u64, n: &str, a: &str, time_us: Option<f64>) -> FinalResult {
+        FinalResult {
+            job: JobId(job as i64),
+            config: ConfigId(n.parse().unwrap()),
+            config_params: params(&[("N", n)]),
+            solver: String::new(),
+            compile_params: params(&[("A", a)]),
+            run_params: Params::new(),
+            state: if time_us.is_some() {
+                JobState::Evaluated
+            } else {
+                JobState::Errored
+            },
+            outcome: time_us.map(|t| {
+                Outcome::Measured(Measurement {
+                    time_us: t,
+                    samples_us: vec![t],
+                    workspace: 0,
+                    details: Params::new(),
+                })
+            }),
+            failure: None,
+            last_error: None,
+            worker: None,
+            device: None,
+            eval_step: Step::ExecRun,
+        }
+    }
+
+    /// A session prior for a shape the earlier session did not tune: each candidate's quantile
+    /// among its shape's times, averaged over the shapes that timed it; a candidate that only
+    /// failed stays a failure; for a shape the session did tune, that shape's own results.
+    #[test]
+    fn a_shape_the_prior_session_lacks_gets_standings_averaged_over_its_shapes() {
+        let rows = vec![
+            row(1, "1", "1", Some(10.0)),
+            row(2, "1", "2", Some(20.0)),
+            row(3, "1", "3", Some(30.0)),
+            row(4, "1", "4", None),
+            row(5, "2", "1", Some(40.0)),
+            row(6, "2", "2", Some(10.0)),
+            row(7, "2", "3", Some(20.0)),
+        ];
+        let earlier = Earlier::session(rows);
+        let Earlier::Session { standings, .. } = &earlier else {
+            unreachable!()
+        };
+        // Quantiles: shape 1 gives A=1, 2, 3 0, 1/3, 2/3; shape 2 gives them 2/3, 0, 1/3.
+        let expect = [
+            (0, Some(1.0 + (0.0 + 2.0 / 3.0) / 2.0)),
+            (1, Some(1.0 + (1.0 / 3.0 + 0.0) / 2.0)),
+            (2, Some(1.0 + (2.0 / 3.0 + 1.0 / 3.0) / 2.0)),
+            (3, None),
+        ];
+        assert_eq!(standings.len(), expect.len(), "{standings:?}");
+        for ((i, got), (j, want)) in standings.iter().zip(expect) {
+            assert_eq!(*i, j);
+            match (got, want) {
+                (Some(g), Some(w)) => assert!((g - w).abs() < 1e-12, "A={}: {g} != {w}", i + 1),
+                (g, w) => assert_eq!(*g, w),
+            }
+        }
+
+        let spec = shoal_backend::spec::parse(
+            "name = \"t\"\n[build]\ncommand = \"cc -o {out} x.c\"\n[run]\ncommand = \"{artifact}\"\n\
+             [[shapes]]\nN = 3\n[params.compile]\nA = [1, 2, 3, 4, 5]\n",
+            std::path::Path::new("/nonexistent/spec.toml"),
+        )
+        .unwrap();
+        let space = Space {
+            sizes: vec![5],
+            candidates: (0..5).map(|a| vec![a]).collect(),
+        };
+        // Shape 3 was not tuned: all four candidates the session tried, from their standings.
+        assert_eq!(
+            earlier
+                .prior_for(&spec, &space, &params(&[("N", "3")]))
+                .len(),
+            4
+        );
+        // Shape 2 was: its own three.
+        assert_eq!(
+            earlier
+                .prior_for(&spec, &space, &params(&[("N", "2")]))
+                .len(),
+            3
+        );
+    }
+}
