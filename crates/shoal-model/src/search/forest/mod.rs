@@ -93,9 +93,10 @@ const PATIENCE: usize = 48;
 
 /// The forest-guided search (see the module's documentation).
 pub struct Forest {
-    /// Each candidate as the trees see it: its value indexes, one per parameter, then, with a
-    /// prior, its earlier standing ([`Prior::bins`]).
-    features: Vec<Vec<u16>>,
+    /// Each candidate as the trees see it, [`Forest::row`]: its value indexes, one per
+    /// parameter, then, with a prior, its earlier standing ([`Prior::bins`]). One vector of
+    /// rows of `sizes.len()`, so that predicting a pool walks memory in order.
+    features: Vec<u16>,
     /// How many values each feature has.
     sizes: Vec<usize>,
     /// How many of the features are the space's parameters.
@@ -143,14 +144,14 @@ impl Forest {
         let size = space.candidates.len();
         let prior = prior.filter(|p| !p.is_empty());
         let (features, sizes) = match prior {
-            None => (space.candidates.clone(), space.sizes.clone()),
+            None => (space.candidates.concat(), space.sizes.clone()),
             Some(p) => {
                 let bins = p.bins(size);
                 let features = space
                     .candidates
                     .iter()
                     .zip(bins)
-                    .map(|(c, b)| c.iter().copied().chain([b]).collect())
+                    .flat_map(|(c, b)| c.iter().copied().chain([b]))
                     .collect();
                 let sizes = space.sizes.iter().copied().chain([Prior::BINS]).collect();
                 (features, sizes)
@@ -177,9 +178,15 @@ impl Forest {
         }
     }
 
+    /// A candidate as the trees see it (see `features`).
+    fn row(&self, c: usize) -> &[u16] {
+        let width = self.sizes.len();
+        &self.features[c * width..(c + 1) * width]
+    }
+
     /// A candidate's value indexes, one per parameter.
     fn values(&self, c: usize) -> &[u16] {
-        &self.features[c][..self.params]
+        &self.row(c)[..self.params]
     }
 
     /// Marks `c` proposed.
@@ -257,14 +264,14 @@ impl Forest {
     /// A forest fitted to the candidates `xs` and their log times `ys` (each tree on its own
     /// bootstrap sample), as it sees the `open` candidates.
     fn model(&mut self, xs: &[usize], ys: &[f64], open: &[usize]) -> Model {
-        let xs: Vec<&[u16]> = xs.iter().map(|c| self.features[*c].as_slice()).collect();
+        let xs: Vec<&[u16]> = xs.iter().map(|c| self.row(*c)).collect();
         let mut training = Training::new(&xs, ys, &self.sizes);
         let trees: Vec<Tree> = (0..TREES)
             .map(|_| Tree::fit(&mut training, &mut self.rng))
             .collect();
         let predictions: Vec<Vec<f64>> = trees
             .iter()
-            .map(|t| open.iter().map(|c| t.predict(&self.features[*c])).collect())
+            .map(|t| open.iter().map(|c| t.predict(self.row(*c))).collect())
             .collect();
         let (mean, spread) = (0..open.len())
             .map(|i| {
