@@ -269,9 +269,14 @@ impl Forest {
         let trees: Vec<Tree> = (0..TREES)
             .map(|_| Tree::fit(&mut training, &mut self.rng))
             .collect();
+        let rows: Vec<&[u16]> = open.iter().map(|c| self.row(*c)).collect();
         let predictions: Vec<Vec<f64>> = trees
             .iter()
-            .map(|t| open.iter().map(|c| t.predict(self.row(*c))).collect())
+            .map(|t| {
+                let mut p = Vec::new();
+                t.predict_all(&rows, &mut p);
+                p
+            })
             .collect();
         let (mean, spread) = (0..open.len())
             .map(|i| {

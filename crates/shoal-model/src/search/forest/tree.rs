@@ -12,26 +12,29 @@ const MAX_SAMPLE: usize = 1_024;
 
 /// A regression tree over value indexes: a node splits on `x[feature] <= threshold`.
 ///
-/// Its nodes in preorder, eight bytes each, so that a tree of a few hundred nodes sits in the
-/// first-level cache while it predicts a pool of thousands (half of a search's time): a split's
-/// left child is the node after it, and only its right child is stored.
+/// Predicting the forest's pool is half of a search's time, so a tree predicts many candidates
+/// at once ([`Tree::predict_all`]): each step of a walk picks a child by indexing with the
+/// comparison, not by branching on it (whose outcome no predictor can guess), and
+/// [`LANES`] walks go side by side, so that the processor overlaps their loads. A leaf is its
+/// own two children, so every walk can take the tree's depth in steps.
 pub(super) struct Tree {
     nodes: Vec<Node>,
     /// Each node's mean log time, read at the leaves.
     values: Vec<f64>,
+    /// The most splits from the root to a leaf.
+    depth: usize,
 }
 
 #[derive(Clone, Copy)]
 struct Node {
-    /// The feature split on; [`LEAF`] for a leaf.
     feature: u16,
     threshold: u16,
-    /// The right child's position (the left child's is the next).
-    right: u32,
+    /// The left child (`x[feature] <= threshold`) and the right one; a leaf's are itself.
+    children: [u32; 2],
 }
 
-/// The `feature` of a leaf.
-const LEAF: u16 = u16::MAX;
+/// Walks through a tree side by side in [`Tree::predict_all`].
+const LANES: usize = 8;
 
 /// A training set by columns: each feature's values over the rows, so that a split's count
 /// walks one contiguous column, and the buffers a fit reuses at every node.
@@ -76,22 +79,30 @@ impl Tree {
         let mut tree = Tree {
             nodes: Vec::with_capacity(n / 2 + 1),
             values: Vec::with_capacity(n / 2 + 1),
+            depth: 0,
         };
-        tree.grow(training, &mut sample, rng);
+        tree.grow(training, &mut sample, rng, 0);
         tree
     }
 
     /// Grows the node of `rows`, splitting them in place.
-    fn grow(&mut self, training: &mut Training<'_>, rows: &mut [usize], rng: &mut Rng) -> usize {
+    fn grow(
+        &mut self,
+        training: &mut Training<'_>,
+        rows: &mut [usize],
+        rng: &mut Rng,
+        depth: usize,
+    ) -> usize {
         let id = self.nodes.len();
         let ys = training.ys;
         let mean = rows.iter().map(|r| ys[*r]).sum::<f64>() / rows.len().max(1) as f64;
         self.nodes.push(Node {
-            feature: LEAF,
-            threshold: 0,
-            right: 0,
+            feature: 0,
+            threshold: u16::MAX,
+            children: [id as u32; 2],
         });
         self.values.push(mean);
+        self.depth = self.depth.max(depth);
         if rows.len() < MIN_SPLIT {
             return id;
         }
@@ -108,30 +119,30 @@ impl Tree {
             }
         }
         let (l, r) = rows.split_at_mut(mid);
-        let left = self.grow(training, l, rng);
-        debug_assert_eq!(left, id + 1, "preorder: the left child follows its parent");
-        let right = self.grow(training, r, rng);
+        let left = self.grow(training, l, rng, depth + 1);
+        let right = self.grow(training, r, rng, depth + 1);
         self.nodes[id] = Node {
             feature: feature as u16,
             threshold,
-            right: right as u32,
+            children: [left as u32, right as u32],
         };
         id
     }
 
-    /// The tree's prediction for the candidate whose features are `x`.
-    pub(super) fn predict(&self, x: &[u16]) -> f64 {
-        let mut id = 0;
-        loop {
-            let node = self.nodes[id];
-            if node.feature == LEAF {
-                return self.values[id];
+    /// The tree's prediction for each candidate of `xs` (its features), into `out`.
+    pub(super) fn predict_all(&self, xs: &[&[u16]], out: &mut Vec<f64>) {
+        out.clear();
+        out.reserve(xs.len());
+        for chunk in xs.chunks(LANES) {
+            let mut at = [0u32; LANES];
+            for _ in 0..self.depth {
+                for (a, x) in at.iter_mut().zip(chunk) {
+                    let node = self.nodes[*a as usize];
+                    let right = x[node.feature as usize] > node.threshold;
+                    *a = node.children[usize::from(right)];
+                }
             }
-            id = if x[node.feature as usize] <= node.threshold {
-                id + 1
-            } else {
-                node.right as usize
-            };
+            out.extend(at[..chunk.len()].iter().map(|a| self.values[*a as usize]));
         }
     }
 }
