@@ -211,7 +211,7 @@ impl Sandbox {
         for &(p, rw) in &needed {
             // `/` is bound read-only already; binding it again would only uncover the
             // private directories.
-            if !(p == Path::new("/") && !rw) {
+            if p != Path::new("/") || rw {
                 push(&bind(p, rw));
             }
         }
