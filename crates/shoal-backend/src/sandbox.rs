@@ -20,8 +20,10 @@
 //!   database's root), a minimal `/dev` with the GPU's device nodes bound in, and Shoal's secret
 //!   paths (the key file, the config and credential files and their directories) covered by an
 //!   empty directory or `/dev/null`;
-//! - **what a kernel needs**: its spec's directory tree and the directories the step names
-//!   (the artifact, the work directory) read-only, and its output directory writable;
+//! - **what a kernel needs**: its spec's directory tree and the files its links point to
+//!   (`TuningSpec::tree_roots`) and the directories the step names (the artifact, the work
+//!   directory) read-only, and its output directory writable; none of them uncovers a private
+//!   directory above which it lies (a needed `/var` leaves `/var/tmp` private);
 //! - **no capabilities, its own session**, and killed with its parent (`--die-with-parent`), so
 //!   the process-group kill of [`crate::process`] still takes everything it started.
 //!
