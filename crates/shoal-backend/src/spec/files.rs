@@ -177,6 +177,53 @@ fn lexically_normal(path: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// What a spec's commands are shown: the tree holding the spec and what it names as
+    /// written, and, where a named file links out of that tree, the file it links to; never the
+    /// common ancestor of the links' targets (which was `/` for a spec under `/tmp` whose sources
+    /// link to a checkout, and showed the host's `/tmp` in place of the sandbox's own).
+    #[test]
+    fn a_spec_is_shown_its_tree_and_the_files_its_links_point_to() {
+        let spec_text = |sources: &str| {
+            format!(
+                "name = \"t\"\nsources = {sources}\n[build]\ncommand = \"cc -o {{out}} gemm.c\"\n\
+                 [run]\ncommand = \"{{artifact}}\"\n[[shapes]]\nN = 1\n"
+            )
+        };
+        let checkout = tempfile::tempdir().unwrap();
+        std::fs::create_dir(checkout.path().join("include")).unwrap();
+        std::fs::write(checkout.path().join("include/k.h"), "#define K 1\n").unwrap();
+        std::fs::write(checkout.path().join("gemm.c"), "int main(){}").unwrap();
+        let bench = tempfile::tempdir().unwrap();
+        let spec_dir = bench.path().join("space/gemm");
+        std::fs::create_dir_all(&spec_dir).unwrap();
+        let link = std::os::unix::fs::symlink;
+        link(
+            checkout.path().join("include"),
+            bench.path().join("include"),
+        )
+        .unwrap();
+        link(checkout.path().join("gemm.c"), spec_dir.join("gemm.c")).unwrap();
+        let text = spec_text(r#"["gemm.c", "../../include/k.h"]"#);
+        std::fs::write(spec_dir.join("spec.toml"), text).unwrap();
+        let spec = crate::spec::load(&spec_dir.join("spec.toml")).unwrap();
+
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap();
+        let mut expected = vec![
+            real(bench.path()),
+            real(&checkout.path().join("gemm.c")),
+            real(&checkout.path().join("include/k.h")),
+        ];
+        expected.sort();
+        assert_eq!(spec.tree_roots(), expected);
+
+        // Without links the tree alone is shown.
+        let plain = tempfile::tempdir().unwrap();
+        std::fs::write(plain.path().join("gemm.c"), "int main(){}").unwrap();
+        std::fs::write(plain.path().join("spec.toml"), spec_text(r#"["gemm.c"]"#)).unwrap();
+        let spec = crate::spec::load(&plain.path().join("spec.toml")).unwrap();
+        assert_eq!(spec.tree_roots(), vec![real(plain.path())]);
+    }
+
     #[test]
     fn a_small_regular_file_is_read() {
         let dir = tempfile::tempdir().unwrap();
