@@ -16,7 +16,7 @@ const MAX_SAMPLE: usize = 1_024;
 /// at once ([`Tree::predict_all`]): each step of a walk picks a child by indexing with the
 /// comparison, not by branching on it (whose outcome no predictor can guess), and
 /// [`LANES`] walks go side by side, so that the processor overlaps their loads. A leaf is its
-/// own two children, so every walk can take the tree's depth in steps.
+/// own two children, so every walk can take as many steps as the deepest of them.
 pub(super) struct Tree {
     nodes: Vec<Node>,
     /// Each node's mean log time, read at the leaves.
@@ -136,10 +136,17 @@ impl Tree {
         for chunk in xs.chunks(LANES) {
             let mut at = [0u32; LANES];
             for _ in 0..self.depth {
+                let mut moved = false;
                 for (a, x) in at.iter_mut().zip(chunk) {
                     let node = self.nodes[*a as usize];
                     let right = x[node.feature as usize] > node.threshold;
-                    *a = node.children[usize::from(right)];
+                    let next = node.children[usize::from(right)];
+                    moved |= next != *a;
+                    *a = next;
+                }
+                // Every walk at its leaf: most leaves lie well above the deepest.
+                if !moved {
+                    break;
                 }
             }
             out.extend(at[..chunk.len()].iter().map(|a| self.values[*a as usize]));
