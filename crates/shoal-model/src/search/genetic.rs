@@ -1,7 +1,8 @@
 //! A population method: a genetic search over the parameters' value indexes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
+use super::index::Index;
 use super::{Random, Rng, Space, Strategy};
 
 /// A genetic search over the parameters: random candidates until a population has been
@@ -10,7 +11,7 @@ use super::{Random, Rng, Space, Strategy};
 /// each child a valid candidate not proposed before, else a random one.
 pub struct Genetic {
     space: Space,
-    index: HashMap<Vec<u16>, usize>,
+    index: Index,
     rng: Rng,
     proposed: HashSet<usize>,
     /// Random candidates not proposed yet, in order (the fallback).
@@ -62,7 +63,7 @@ impl Genetic {
                     genes[k] = self.rng.below(*size) as u16;
                 }
             }
-            if let Some(&c) = self.index.get(&genes) {
+            if let Some(c) = self.index.get(&genes) {
                 if !self.proposed.contains(&c) {
                     return Some(c);
                 }

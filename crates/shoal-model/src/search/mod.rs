@@ -13,11 +13,10 @@
 mod budget;
 mod forest;
 mod genetic;
+mod index;
 mod prior;
 mod random;
 mod simulate;
-
-use std::collections::HashMap;
 
 pub use budget::{Budget, Search, SearchSpec, SearchSpecError};
 pub use forest::Forest;
@@ -37,12 +36,8 @@ pub struct Space {
 
 impl Space {
     /// Where each candidate is in [`Space::candidates`], by its value indexes.
-    fn index(&self) -> HashMap<Vec<u16>, usize> {
-        self.candidates
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.clone(), i))
-            .collect()
+    fn index(&self) -> index::Index {
+        index::Index::new(&self.sizes, self.candidates.iter().map(Vec::as_slice))
     }
 }
 

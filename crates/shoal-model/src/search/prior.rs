@@ -107,7 +107,7 @@ impl Prior {
         Prior::new(
             earlier
                 .into_iter()
-                .filter_map(|(v, t)| index.get(&v).map(|c| (*c, t))),
+                .filter_map(|(v, t)| index.get(&v).map(|c| (c, t))),
         )
     }
 

@@ -129,7 +129,7 @@ pub struct Forest {
     left: usize,
     /// Where each candidate is, by its value indexes: built the first time the space is larger
     /// than a pool ([`Forest::pool`]), to look up the best's neighbours.
-    index: Option<pool::Index>,
+    index: Option<super::index::Index>,
 }
 
 impl Forest {

@@ -10,27 +10,15 @@
 //! proposals exploit and a stalled search's draws look ([`Forest::stalled`]), which a random
 //! draw would mostly miss.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
+use super::super::index::Index;
 use super::Forest;
 
 /// Open candidates drawn at random for a batch's pool: all of them when fewer are open.
 pub(super) const POOL: usize = 2_048;
 /// Candidates two parameters from the best in a pool, at most (drawn at random when more).
 const NEAR: usize = 2_048;
-
-/// Each candidate's position, by its value indexes read as one number in mixed radix (each
-/// parameter a digit): no allocation per candidate, so a space of 10⁶ is indexed in tens of
-/// milliseconds. `None` for a space whose sizes multiply past 2⁶⁴, where the pool is random
-/// draws alone.
-pub(super) type Index = Option<HashMap<u64, usize>>;
-
-/// `values` as one number in the mixed radix of `sizes`; `None` past 2⁶⁴.
-fn code(values: &[u16], sizes: &[usize]) -> Option<u64> {
-    values.iter().zip(sizes).try_fold(0u64, |acc, (v, s)| {
-        acc.checked_mul(*s as u64)?.checked_add(u64::from(*v))
-    })
-}
 
 impl Forest {
     /// The open candidates to score for a batch (see the module's documentation), each once.
@@ -65,31 +53,21 @@ impl Forest {
     fn neighbours(&mut self, of: usize) -> Vec<usize> {
         let sizes = &self.sizes[..self.params];
         if self.index.is_none() {
-            let fits = sizes
-                .iter()
-                .try_fold(1u64, |acc, s| acc.checked_mul(*s as u64))
-                .is_some();
-            let index = fits.then(|| {
-                (0..self.proposed.len())
-                    .filter_map(|c| Some((code(self.values(c), sizes)?, c)))
-                    .collect()
-            });
-            self.index = Some(index);
+            let candidates = (0..self.proposed.len()).map(|c| self.values(c));
+            self.index = Some(Index::new(sizes, candidates));
         }
-        let Some(Some(index)) = self.index.as_ref() else {
-            return Vec::new();
-        };
+        let index = self.index.as_ref().expect("built above");
         let x = self.values(of).to_vec();
         let (mut one, mut two): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
         let mut y = x.clone();
         for p in 0..sizes.len() {
             for v in (0..sizes[p] as u16).filter(|v| *v != x[p]) {
                 y[p] = v;
-                one.extend(code(&y, sizes).and_then(|k| index.get(&k)));
+                one.extend(index.get(&y));
                 for q in p + 1..sizes.len() {
                     for w in (0..sizes[q] as u16).filter(|w| *w != x[q]) {
                         y[q] = w;
-                        two.extend(code(&y, sizes).and_then(|k| index.get(&k)));
+                        two.extend(index.get(&y));
                     }
                     y[q] = x[q];
                 }

@@ -77,8 +77,8 @@ impl Tree {
         let n = training.ys.len();
         let mut sample: Vec<usize> = (0..n.min(MAX_SAMPLE)).map(|_| rng.below(n)).collect();
         let mut tree = Tree {
-            nodes: Vec::with_capacity(n / 2 + 1),
-            values: Vec::with_capacity(n / 2 + 1),
+            nodes: Vec::with_capacity(sample.len() / 2 + 1),
+            values: Vec::with_capacity(sample.len() / 2 + 1),
             depth: 0,
         };
         tree.grow(training, &mut sample, rng, 0);
