@@ -14,6 +14,7 @@ mod hostile;
 mod netns;
 mod overhead;
 mod preload;
+mod recorded;
 mod search;
 mod summary;
 mod warm;

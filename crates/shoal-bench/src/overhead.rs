@@ -42,7 +42,7 @@ pub struct OverheadArgs {
 /// `recorded` with extra parameters of up to six values until it has at least `candidates`: each
 /// extra parameter multiplies a candidate's time by a factor that is 1 at its best value and
 /// grows smoothly away from it, differently for each parameter.
-fn grown(recorded: &crate::warm::Named, candidates: u64) -> (Space, Vec<f64>) {
+fn grown(recorded: &crate::recorded::Recorded, candidates: u64) -> (Space, Vec<f64>) {
     let base = recorded.space.candidates.len().max(1);
     // Parameters of six values, the last one as wide as it takes to reach `candidates`.
     let mut sizes: Vec<usize> = Vec::new();
@@ -134,7 +134,7 @@ fn synthetic(candidates: u64) -> (Space, Vec<f64>) {
 pub fn search_overhead(args: OverheadArgs) -> anyhow::Result<ExitCode> {
     let clock = Instant::now();
     let (space, times) = match &args.from {
-        Some(path) => grown(&crate::warm::Named::read(path)?, args.candidates),
+        Some(path) => grown(&crate::recorded::Recorded::read(path)?, args.candidates),
         None => synthetic(args.candidates),
     };
     let optimum = times.iter().copied().fold(f64::MAX, f64::min);

@@ -10,13 +10,14 @@
 //! shoal_ci=<median lo>:<median hi>:<share lo>:<share hi>`; with more than one space, pooled
 //! lines follow. `--ratios` also prints each strategy's raw ratios (`search-ratios …`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use shoal_model::search::{simulate, Budget, Search, SearchSpec, Slots, Space, STRATEGIES};
+use shoal_model::search::{simulate, Budget, Search, SearchSpec, Slots, STRATEGIES};
 
+use crate::recorded::Recorded;
 use crate::summary::{fnv1a64, Runs, Side, Summary};
 
 #[derive(Debug, Args)]
@@ -66,16 +67,10 @@ pub fn run_seed(name: &str, rep: u64) -> u64 {
     1 + fnv1a64(format!("{name}#{rep}").as_bytes()) % 0x7fff_ffff
 }
 
-/// A recorded space: the strategies' view, and each candidate's recorded time (`None`: failed).
-struct Recorded {
-    space: Space,
-    times: Vec<Option<f64>>,
-}
-
 pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     let mut cells = Vec::new();
     for path in &args.space {
-        let recorded = read(path)?;
+        let recorded = Recorded::read(path)?;
         let name = path.file_name().map_or("?".into(), |n| n.to_string_lossy());
         let optimum = recorded
             .times
@@ -156,16 +151,6 @@ fn best_found(recorded: &Recorded, spec: &SearchSpec, slots: Slots) -> f64 {
         .unwrap_or(f64::MAX)
 }
 
-/// A T4 space as the strategies see it (the one reader of `shoal-bench`'s search commands,
-/// [`Named::read`](crate::warm::Named::read)).
-fn read(path: &Path) -> anyhow::Result<Recorded> {
-    let named = crate::warm::Named::read(path)?;
-    Ok(Recorded {
-        space: named.space,
-        times: named.times,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,7 +169,9 @@ mod tests {
             })
             .collect();
         Recorded {
-            space: Space {
+            names: vec!["a".into(), "b".into()],
+            values: vec![(0..6).map(|v| v.to_string()).collect(); 2],
+            space: shoal_model::search::Space {
                 sizes: vec![6, 6],
                 candidates,
             },

@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use shoal_model::search::{simulate_warm, Budget, Prior, SearchSpec, Slots, Space};
+use shoal_model::search::{simulate_warm, Budget, Prior, SearchSpec, Slots};
 
+use crate::recorded::Recorded;
 use crate::search::run_seed;
 use crate::summary::{Runs, Side, Stats};
 
@@ -45,83 +46,8 @@ pub struct WarmArgs {
     pub inverted: bool,
 }
 
-/// A recorded space with its parameters' names and values: each parameter's values in the replay
-/// backend's order (numbers in numeric order), every configuration a candidate, with its recorded
-/// time (`None`: failed). `search`, `search-warm` and `search-overhead --from` all read spaces so.
-pub struct Named {
-    pub names: Vec<String>,
-    pub values: Vec<Vec<String>>,
-    pub space: Space,
-    /// Each candidate's recorded time (`None`: failed).
-    pub times: Vec<Option<f64>>,
-}
-
-impl Named {
-    pub fn read(path: &Path) -> anyhow::Result<Named> {
-        let t4 = shoal_backend::replay::t4::read(path)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let replay = shoal_backend::replay::ReplaySpace::new(t4)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let candidates = replay
-            .entries()
-            .iter()
-            .map(|e| {
-                e.values
-                    .iter()
-                    .zip(&replay.values)
-                    .map(|(v, vs)| vs.iter().position(|x| x == v).unwrap_or(0) as u16)
-                    .collect()
-            })
-            .collect();
-        Ok(Named {
-            space: Space {
-                sizes: replay.values.iter().map(Vec::len).collect(),
-                candidates,
-            },
-            times: replay.entries().iter().map(|e| e.time_ms).collect(),
-            names: replay.names.clone(),
-            values: replay.values.clone(),
-        })
-    }
-
-    pub fn optimum(&self) -> f64 {
-        self.times
-            .iter()
-            .flatten()
-            .copied()
-            .fold(f64::MAX, f64::min)
-    }
-
-    /// `earlier`'s outcomes as a prior over this space: its configurations matched by
-    /// parameter name and value; one with a parameter or a value this space lacks is left out.
-    pub fn prior_from(&self, earlier: &Named) -> Prior {
-        let at: Vec<Option<usize>> = self
-            .names
-            .iter()
-            .map(|n| earlier.names.iter().position(|e| e == n))
-            .collect();
-        let mapped = earlier
-            .space
-            .candidates
-            .iter()
-            .zip(&earlier.times)
-            .filter_map(|(c, t)| {
-                let v: Option<Vec<u16>> = at
-                    .iter()
-                    .zip(&self.values)
-                    .map(|(a, vs)| {
-                        let text = &earlier.values[(*a)?][c[(*a)?] as usize];
-                        vs.iter().position(|x| x == text).map(|i| i as u16)
-                    })
-                    .collect();
-                v.map(|v| (v, *t))
-            });
-        Prior::from_values(&self.space, mapped)
-    }
-}
-
 pub fn search_warm(args: WarmArgs) -> anyhow::Result<ExitCode> {
-    let mut earlier = Named::read(&args.prior)?;
+    let mut earlier = Recorded::read(&args.prior)?;
     let mut prior_name = file_name(&args.prior);
     if args.inverted {
         for t in earlier.times.iter_mut().flatten() {
@@ -131,7 +57,7 @@ pub fn search_warm(args: WarmArgs) -> anyhow::Result<ExitCode> {
     }
     for path in &args.space {
         let name = file_name(path);
-        let target = Named::read(path)?;
+        let target = Recorded::read(path)?;
         let prior = target.prior_from(&earlier);
         eprintln!(
             "search-warm: {name}: {} candidates; the prior {prior_name} maps onto {} of them",
