@@ -57,10 +57,11 @@ impl Recorded {
     /// `earlier`'s outcomes as a prior over this space: its configurations matched by
     /// parameter name and value; one with a parameter or a value this space lacks is left out.
     pub fn prior_from(&self, earlier: &Recorded) -> Prior {
-        let at: Vec<Option<usize>> = self
+        let params: Vec<(&str, &[String])> = self
             .names
             .iter()
-            .map(|n| earlier.names.iter().position(|e| e == n))
+            .zip(&self.values)
+            .map(|(n, vs)| (n.as_str(), vs.as_slice()))
             .collect();
         let mapped = earlier
             .space
@@ -68,15 +69,11 @@ impl Recorded {
             .iter()
             .zip(&earlier.times)
             .filter_map(|(c, t)| {
-                let v: Option<Vec<u16>> = at
-                    .iter()
-                    .zip(&self.values)
-                    .map(|(a, vs)| {
-                        let text = &earlier.values[(*a)?][c[(*a)?] as usize];
-                        vs.iter().position(|x| x == text).map(|i| i as u16)
-                    })
-                    .collect();
-                v.map(|v| (v, *t))
+                let value_of = |name: &str| {
+                    let a = earlier.names.iter().position(|e| e == name)?;
+                    Some(earlier.values[a][c[a] as usize].as_str())
+                };
+                Some((Prior::value_indexes(&params, value_of)?, *t))
             });
         Prior::from_values(&self.space, mapped)
     }

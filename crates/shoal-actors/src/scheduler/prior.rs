@@ -109,17 +109,12 @@ impl Earlier {
     /// shape when it has them, else each candidate's standing among its shape's results (a
     /// quantile) averaged over the shapes that measured it.
     pub(super) fn prior_for(&self, spec: &TuningSpec, space: &Space, shape: &Params) -> Prior {
-        let defs: Vec<_> = spec.compile_params.iter().chain(&spec.run_params).collect();
-        // A configuration as the space's value indexes; `None` when a parameter or a value is
-        // not the space's.
-        let vector = |value: &dyn Fn(&str) -> Option<String>| -> Option<Vec<u16>> {
-            defs.iter()
-                .map(|d| {
-                    let v = value(&d.name)?;
-                    d.values.iter().position(|x| *x == v).map(|i| i as u16)
-                })
-                .collect()
-        };
+        let params: Vec<(&str, &[String])> = spec
+            .compile_params
+            .iter()
+            .chain(&spec.run_params)
+            .map(|d| (d.name.as_str(), d.values.as_slice()))
+            .collect();
         match self {
             Earlier::Recorded { names, entries } => {
                 let at: HashMap<&str, usize> = names
@@ -130,8 +125,8 @@ impl Earlier {
                 Prior::from_values(
                     space,
                     entries.iter().filter_map(|(values, time)| {
-                        let v = vector(&|n| at.get(n).map(|i| values[*i].clone()))?;
-                        Some((v, *time))
+                        let value_of = |n: &str| at.get(n).map(|i| values[*i].as_str());
+                        Some((Prior::value_indexes(&params, value_of)?, *time))
                     }),
                 )
             }
@@ -141,11 +136,8 @@ impl Earlier {
                 standings,
             } => {
                 let of_row = |r: &FinalResult| {
-                    vector(&|n| {
-                        r.compile_params
-                            .get(n)
-                            .or_else(|| r.run_params.get(n))
-                            .map(str::to_string)
+                    Prior::value_indexes(&params, |n| {
+                        r.compile_params.get(n).or_else(|| r.run_params.get(n))
                     })
                 };
                 let earlier = by_shape.get(&shape.key()).unwrap_or(standings);

@@ -111,6 +111,27 @@ impl Prior {
         )
     }
 
+    /// An earlier configuration, named by parameter and value (`value_of` gives a parameter's
+    /// value by its name), as the value indexes of a space whose parameters are `params` (each
+    /// its name and its values, in the space's order); `None` when it lacks one of them or takes
+    /// a value the space does not list. The one place where an earlier tuning's configurations
+    /// (a T4 file's, a session's) are matched to this space's, for [`Prior::from_values`].
+    pub fn value_indexes<'v, S: AsRef<str>>(
+        params: &[(&str, &[S])],
+        value_of: impl Fn(&str) -> Option<&'v str>,
+    ) -> Option<Vec<u16>> {
+        params
+            .iter()
+            .map(|(name, values)| {
+                let value = value_of(name)?;
+                values
+                    .iter()
+                    .position(|v| v.as_ref() == value)
+                    .map(|i| i as u16)
+            })
+            .collect()
+    }
+
     /// How many of this space's candidates were measured before.
     pub fn len(&self) -> usize {
         self.earlier.len()
@@ -193,6 +214,30 @@ mod tests {
         assert!(PriorSource::parse("session:twelve").is_err());
         assert_eq!(PriorSource::parse("  "), Err(PriorSourceError::Empty));
         assert_eq!(PriorSource::Session(3).to_string(), "session:3");
+    }
+
+    #[test]
+    fn an_earlier_configuration_is_matched_by_name_and_value() {
+        let (bk, tm) = (["16", "32"], ["4", "8"]);
+        let params: [(&str, &[&str]); 2] = [("BK", &bk), ("TM", &tm)];
+        // Named in another order, with a parameter this space does not have.
+        let earlier = [("TM", "8"), ("GROUP", "4"), ("BK", "16")];
+        let value_of = |name: &str| earlier.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        assert_eq!(Prior::value_indexes(&params, value_of), Some(vec![0, 1]));
+        let missing = [("BK", "16")];
+        let value_of = |name: &str| missing.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        assert_eq!(
+            Prior::value_indexes(&params, value_of),
+            None,
+            "TM is missing"
+        );
+        let unlisted = [("BK", "64"), ("TM", "4")];
+        let value_of = |name: &str| unlisted.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        assert_eq!(
+            Prior::value_indexes(&params, value_of),
+            None,
+            "BK 64 is no value here"
+        );
     }
 
     #[test]
