@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use crate::presence::Activity;
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{Backoff, RestartPace};
+use crate::supervise::{Backoff, OwnAddress, RestartPace};
 use crate::ActorError;
 
 /// The GpuMonitor actor. Its state — each device's health switch and the devices an operator
@@ -41,6 +41,8 @@ pub struct GpuMonitor {
     guard: DrainGuard,
     pace: RestartPace,
     finished: bool,
+    /// Held while it may be started again (see [`OwnAddress`]).
+    own: OwnAddress<Self>,
 }
 
 /// Probe every device now.
@@ -89,6 +91,7 @@ impl GpuMonitor {
             guard,
             pace: RestartPace::new("gpu_monitor", Backoff::default()),
             finished: false,
+            own: OwnAddress::new(),
         }
     }
 
@@ -108,6 +111,7 @@ impl GpuMonitor {
 
     /// A run: the first probe now, the control topic's adapter, and the end at the stop signal.
     fn begin(&mut self, ctx: &mut Context<Self>) {
+        self.own.hold(ctx);
         ctx.notify(Probe);
         let feed = control_feed(
             ctx.address(),
@@ -133,6 +137,7 @@ impl GpuMonitor {
 
     fn finish(&mut self, ctx: &mut Context<Self>) {
         self.finished = true;
+        self.own.release();
         ctx.stop();
     }
 

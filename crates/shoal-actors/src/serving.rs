@@ -29,7 +29,7 @@ use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{panic_message, Backoff, RestartPace};
+use crate::supervise::{panic_message, Backoff, OwnAddress, RestartPace};
 use crate::ActorError;
 
 /// A future on the actor's thread.
@@ -109,6 +109,8 @@ pub(crate) struct Served<S: Service> {
     busy: bool,
     /// Stopped for good: not started again.
     finished: bool,
+    /// Held while it may be started again (see [`OwnAddress`]).
+    own: OwnAddress<Self>,
 }
 
 impl<S: Service> Served<S> {
@@ -124,11 +126,13 @@ impl<S: Service> Served<S> {
             queue: VecDeque::new(),
             busy: false,
             finished: false,
+            own: OwnAddress::new(),
         })
     }
 
     /// Starts a run: fresh state and the feed.
     fn begin(&mut self, ctx: &mut Context<Self>) {
+        self.own.hold(ctx);
         match self.service.fresh_state() {
             Ok(state) => self.state = Some(state),
             Err(e) => return self.failed(ctx, e.to_string()),
@@ -218,6 +222,7 @@ impl<S: Service> Served<S> {
     /// Stops for good.
     fn finish(&mut self, ctx: &mut Context<Self>) {
         self.finished = true;
+        self.own.release();
         self.state = None;
         self.queue.clear();
         ctx.stop();
@@ -285,6 +290,9 @@ mod tests {
     /// panics in the first run (`panics`) or fails in every run.
     struct Toy {
         panics: bool,
+        /// The feed fails in the first run before it sends anything (as a feed does whose queue
+        /// cannot be declared yet); serving then succeeds.
+        feed_fails_first: bool,
         runs: Rc<Cell<u32>>,
         served: Rc<Cell<u32>>,
     }
@@ -316,6 +324,9 @@ mod tests {
             mut stop: Signal,
         ) -> Local<'static, Result<(), ActorError>> {
             Box::pin(async move {
+                if self.feed_fails_first && self.runs.get() == 1 {
+                    return Err(ActorError::DiskFull("the queue cannot be declared".into()));
+                }
                 served(&to, self.runs.get()).await;
                 stop.triggered().await;
                 Ok(())
@@ -330,6 +341,9 @@ mod tests {
         ) -> Local<'a, Result<(), ActorError>> {
             Box::pin(async move {
                 self.served.set(self.served.get() + 1);
+                if self.feed_fails_first {
+                    return Ok(());
+                }
                 match (self.panics, run) {
                     (true, 1) => panic!("a bug"),
                     (true, _) => Ok(()),
@@ -343,6 +357,7 @@ mod tests {
         let (runs, served) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
         let toy = Toy {
             panics,
+            feed_fails_first: false,
             runs: runs.clone(),
             served: served.clone(),
         };
@@ -364,6 +379,35 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!((runs.get(), served.get()), (2, 2));
+        trigger.trigger();
+        tokio::time::timeout(Duration::from_secs(5), drain.wait())
+            .await
+            .expect("stopped for good");
+    }
+
+    /// A feed that fails before it has sent anything (its queue cannot be declared yet) stops
+    /// the actor with no address of it left but the one the actor keeps: its supervisor starts
+    /// it again, and the second run's feed and request go through. Without that address the
+    /// actor stopped for good after logging that it restarts (seen in the chaos suite, where
+    /// an evaluator may declare the results queue before the Scheduler has created it).
+    #[actix::test]
+    async fn an_actor_whose_feed_fails_is_started_again() {
+        let (mut service, runs, served) = toy(false);
+        service.feed_fails_first = true;
+        let (trigger, signal) = channel();
+        let drain = Drain::new();
+        Served::start(service, signal, drain.guard());
+        for _ in 0..200 {
+            if served.get() >= 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            (runs.get(), served.get()),
+            (2, 1),
+            "a second run served its request"
+        );
         trigger.trigger();
         tokio::time::timeout(Duration::from_secs(5), drain.wait())
             .await

@@ -10,9 +10,42 @@
 use std::future::Future;
 use std::time::Duration;
 
-use actix::{Actor, ActorFutureExt, AsyncContext, Context, WrapFuture};
+use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, WrapFuture};
 
 use crate::shutdown::{GiveUp, Signal};
+
+/// An actor's own address, held from the start of each run until it stops for good.
+///
+/// actix's `Supervisor` starts a stopped actor again only while an address of it is alive.
+/// An actor's feed (the adapter that brings it its work from the bus) holds one, but the feed's
+/// goes with the feed: when the feed itself fails (a queue it may not declare yet, the broker
+/// gone while it declared), no address is left, and without this one the actor would stop for
+/// good right after logging that it restarts, its queue left unconsumed (an evaluator started
+/// before the Scheduler had created the results queue did so in the chaos suite). Released
+/// when the actor stops for good, so that it does stop.
+pub struct OwnAddress<A: Actor>(Option<Addr<A>>);
+
+impl<A: Actor<Context = Context<A>>> OwnAddress<A> {
+    pub fn new() -> Self {
+        OwnAddress(None)
+    }
+
+    /// Holds the address: at the start of a run.
+    pub fn hold(&mut self, ctx: &Context<A>) {
+        self.0 = Some(ctx.address());
+    }
+
+    /// Lets it go: when the actor stops for good.
+    pub fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl<A: Actor<Context = Context<A>>> Default for OwnAddress<A> {
+    fn default() -> Self {
+        OwnAddress::new()
+    }
+}
 
 /// Begins an actor's run: at once when `wait` is `None` (a first start), else once the backoff
 /// of the failure before has passed ([`RestartPace::backoff`]), or, if the stop signal comes

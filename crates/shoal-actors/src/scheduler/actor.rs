@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use super::{Clock, DispatchPace, Inner, Parts, SchedulerConfig, SystemClock, STARTED_DEBOUNCE};
 use crate::backends::SessionBackends;
 use crate::shutdown::{DrainGuard, Signal};
-use crate::supervise::{panic_message, Backoff, RestartPace};
+use crate::supervise::{panic_message, Backoff, OwnAddress, RestartPace};
 use crate::ActorError;
 
 /// The Scheduler actor. It owns no job state in memory that the store does not also have,
@@ -38,6 +38,8 @@ pub struct Scheduler {
     busy: bool,
     /// Stopped for good (drained, given up, or stopped while failing): not started again.
     finished: bool,
+    /// Held while it may be started again (see [`OwnAddress`]).
+    own: OwnAddress<Self>,
 }
 
 /// A batch of deliveries from the results queue, applied in one transaction (see [`apply`]);
@@ -155,6 +157,7 @@ impl Scheduler {
             queue: VecDeque::new(),
             busy: false,
             finished: false,
+            own: OwnAddress::new(),
         }
     }
 
@@ -182,6 +185,7 @@ impl Scheduler {
         if self.finished {
             return;
         }
+        self.own.hold(ctx);
         self.state = Some(State::new(&self.parts));
         let feed = feed_replies(
             ctx.address(),
@@ -273,6 +277,7 @@ impl Scheduler {
     /// Stops for good: the supervisor does not start it again.
     fn finish(&mut self, ctx: &mut Context<Self>) {
         self.finished = true;
+        self.own.release();
         self.state = None;
         self.queue.clear();
         ctx.stop();
