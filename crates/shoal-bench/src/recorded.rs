@@ -63,6 +63,14 @@ impl Recorded {
             .zip(&self.values)
             .map(|(n, vs)| (n.as_str(), vs.as_slice()))
             .collect();
+        // Where each of the earlier recording's parameters is, by name: looked up once, not
+        // once a configuration.
+        let at: std::collections::HashMap<&str, usize> = earlier
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
         let mapped = earlier
             .space
             .candidates
@@ -70,7 +78,7 @@ impl Recorded {
             .zip(&earlier.times)
             .filter_map(|(c, t)| {
                 let value_of = |name: &str| {
-                    let a = earlier.names.iter().position(|e| e == name)?;
+                    let a = *at.get(name)?;
                     Some(earlier.values[a][c[a] as usize].as_str())
                 };
                 Some((Prior::value_indexes(&params, value_of)?, *t))
