@@ -114,7 +114,10 @@ impl Service for CompileSlot {
             let results = cfg.bus.namespace().results_queue();
             let opts = QueueOptions::limited(cfg.delivery_limit);
             cfg.bus.declare_queue(&self.queue, &opts).await?;
-            cfg.bus.declare_queue(&results, &opts).await?;
+            let wait = crate::results_queue::WAIT;
+            if !crate::results_queue::declare(&*cfg.bus, &results, &opts, wait, &mut stop).await? {
+                return Ok(());
+            }
             let mut consumer = cfg.bus.consume(&self.queue, 1).await?;
             while let Some((req, delivery)) = crate::next_request(
                 cfg.bus.codec(),

@@ -139,7 +139,10 @@ impl Service for Evaluator {
             let results = cfg.bus.namespace().results_queue();
             let opts = QueueOptions::limited(cfg.delivery_limit);
             cfg.bus.declare_queue(&cfg.queue, &opts).await?;
-            cfg.bus.declare_queue(&results, &opts).await?;
+            let wait = crate::results_queue::WAIT;
+            if !crate::results_queue::declare(&*cfg.bus, &results, &opts, wait, &mut stop).await? {
+                return Ok(());
+            }
             let mut healthy = cfg.healthy.clone();
             let mut consumer = cfg.bus.consume(&cfg.queue, PREFETCH).await?;
             loop {
