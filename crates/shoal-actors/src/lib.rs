@@ -27,7 +27,7 @@ pub mod exporter;
 pub mod monitor;
 pub mod presence;
 mod restart;
-mod results_queue;
+pub mod results_queue;
 pub mod scheduler;
 mod serving;
 pub mod shutdown;

@@ -56,7 +56,7 @@ impl Forest {
     }
 
     /// The candidates one parameter from `of`, then up to [`NEAR`] two parameters from it,
-    /// then those around it (see [`around`]), some of them again.
+    /// then those around it (see [`each_around`]), some of them again.
     fn neighbours(&mut self, of: usize) -> Vec<usize> {
         let sizes = &self.sizes[..self.params];
         if self.index.is_none() {
@@ -89,7 +89,7 @@ impl Forest {
             two.truncate(NEAR);
         }
         one.extend(two);
-        around(&x, sizes, &mut self.rng, |y| one.extend(index.get(y)));
+        each_around(&x, sizes, &mut self.rng, |y| one.extend(index.get(y)));
         one
     }
 }
@@ -98,7 +98,7 @@ impl Forest {
 /// `x`'s (in the order of the parameter's values), two or more moved. Every such combination
 /// when the box holds at most [`AROUND`]; else [`NEAR`] drawn at random (some twice), as a
 /// space of many parameters has too many to look up for each batch.
-pub(super) fn around(x: &[u16], sizes: &[usize], rng: &mut Rng, mut each: impl FnMut(&[u16])) {
+pub(super) fn each_around(x: &[u16], sizes: &[usize], rng: &mut Rng, mut each: impl FnMut(&[u16])) {
     // Each parameter's lowest value in the box and how many it holds (2 at an end, 1 for a
     // parameter of one value).
     let (low, span): (Vec<u16>, Vec<u16>) = x
@@ -152,7 +152,7 @@ mod tests {
 
     fn collect(x: &[u16], sizes: &[usize]) -> Vec<Vec<u16>> {
         let mut out = Vec::new();
-        around(x, sizes, &mut Rng::new(1), |y| out.push(y.to_vec()));
+        each_around(x, sizes, &mut Rng::new(1), |y| out.push(y.to_vec()));
         out
     }
 
